@@ -1,0 +1,443 @@
+// spcg bench spmv|spmm|cg|block-cg: CUDA events, warm-up, medians of many runs, cuSPARSE and the device copy
+// bandwidth measured in the same process, each figure printed beside its bytes model.
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "commands.hpp"
+#include "cuda_check.hpp"
+#include "eigen_bridge.hpp"
+#include "error.hpp"
+#include "formats.hpp"
+#include "generators.hpp"
+#include "json.hpp"
+#include "problem.hpp"
+#include "reference_cg.hpp"
+#include "registry.hpp"
+#include "solver.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace spcg {
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string t;
+  while (std::getline(ss, t, ','))
+    if (!t.empty()) out.push_back(t);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Device-to-device copy of 2 x 1 GiB, counting bytes read plus written.
+double measure_copy_bandwidth_gbs() {
+  const size_t bytes = size_t{1} << 30;
+  DeviceArray<char> a(bytes, "copy-bandwidth probe"), b(bytes, "copy-bandwidth probe");
+  CHECK_CUDA(cudaMemset(a.data(), 1, bytes));
+  std::vector<double> ms;
+  for (int i = 0; i < 23; ++i) {
+    const double t = time_on_stream_ms(0, [&] { CHECK_CUDA(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, 0)); });
+    if (i >= 3) ms.push_back(t);
+  }
+  return 2.0 * bytes / (median(ms) * 1e6);
+}
+
+std::vector<std::string> spd_files(const std::string& dir, int64_t max_rows) {
+  std::vector<std::string> out;
+  if (dir.empty() || !fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string p = e.path().string();
+    if (p.size() > 4 && (p.substr(p.size() - 4) == ".mtx" || p.substr(p.size() - 7) == ".mtx.gz")) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  if (max_rows > 0) {
+    std::vector<std::string> small;
+    for (const auto& p : out) {
+      try {
+        if (load_problem(p).a.rows < max_rows) small.push_back(p);
+      } catch (const Error&) {
+      }
+    }
+    return small;
+  }
+  return out;
+}
+
+std::string default_matrix_dir() {
+  for (const char* d : {"../shared/matrices/spd", "shared/matrices/spd", ".devdata/matrices/spd"})
+    if (fs::is_directory(d)) return d;
+  return "";
+}
+
+struct Row {
+  std::string matrix, kernel, status;
+  int k = 1;
+  int64_t rows = 0, nnz = 0;
+  double setup_ms = 0, apply_ms = 0, csr_gbs = 0, own_gbs = 0, gflops = 0, copy_fraction = 0, vs_cusparse = 0,
+         max_rel_diff = 0, per_rhs_ms = 0, vs_spmv_per_rhs = 0;
+  bool latency_bound = false;
+  std::string note;
+};
+
+void write_rows(const std::string& path, const std::vector<Row>& rows, double copy_gbs, const std::string& device) {
+  std::ofstream f(path);
+  if (!f) throw InputError(path, 0, "cannot open for writing");
+  const bool csv = path.size() > 4 && path.substr(path.size() - 4) == ".csv";
+  if (csv) {
+    f << "matrix,kernel,k,rows,nnz,status,setup_ms,apply_ms,csr_gbs,own_gbs,gflops,copy_fraction,speedup_vs_best_cusparse,"
+         "per_rhs_ms,max_rel_diff,latency_bound,note\n";
+    for (const auto& r : rows)
+      f << r.matrix << ',' << r.kernel << ',' << r.k << ',' << r.rows << ',' << r.nnz << ',' << r.status << ','
+        << r.setup_ms << ',' << r.apply_ms << ',' << r.csr_gbs << ',' << r.own_gbs << ',' << r.gflops << ','
+        << r.copy_fraction << ',' << r.vs_cusparse << ',' << r.per_rhs_ms << ',' << r.max_rel_diff << ','
+        << r.latency_bound << ",\"" << r.note << "\"\n";
+    return;
+  }
+  Json j;
+  j.begin_object().kv("device", device).kv("copy_bandwidth_gbs", copy_gbs).begin_array("results");
+  for (const auto& r : rows) {
+    j.begin_object().kv("matrix", r.matrix).kv("kernel", r.kernel).kv("k", r.k).kv("rows", static_cast<long long>(r.rows));
+    j.kv("nnz", static_cast<long long>(r.nnz)).kv("status", r.status).kv("setup_ms", r.setup_ms);
+    j.kv("setup_in_applies", r.apply_ms > 0 ? r.setup_ms / r.apply_ms : 0.0).kv("apply_ms", r.apply_ms);
+    j.kv("csr_model_gbs", r.csr_gbs).kv("own_model_gbs", r.own_gbs).kv("gflops", r.gflops);
+    j.kv("copy_fraction_csr_model", r.copy_fraction).kv("speedup_vs_best_cusparse", r.vs_cusparse);
+    j.kv("per_rhs_ms", r.per_rhs_ms).kv("per_rhs_vs_best_spmv", r.vs_spmv_per_rhs).kv("max_rel_diff", r.max_rel_diff);
+    j.kv("latency_bound", r.latency_bound).kv("note", r.note).end_object();
+  }
+  j.end_array().end_object();
+  f << j.str() << "\n";
+}
+
+std::string device_name() {
+  cudaDeviceProp p{};
+  int d = 0;
+  CHECK_CUDA(cudaGetDevice(&d));
+  CHECK_CUDA(cudaGetDeviceProperties(&p, d));
+  char s[256];
+  std::snprintf(s, sizeof s, "%s (%d SMs, %.0f MB L2)", p.name, p.multiProcessorCount, p.l2CacheSize / 1e6);
+  return s;
+}
+
+int l2_bytes() {
+  int d = 0, v = 0;
+  CHECK_CUDA(cudaGetDevice(&d));
+  CHECK_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, d));
+  return v;
+}
+
+// Times every kernel at block width k on one matrix. The first kernel's output is the cross-check reference.
+void bench_matrix(const std::string& spec, const std::vector<std::string>& kernels, const std::vector<int>& ks, int runs,
+                  double copy_gbs, std::vector<Row>& out) {
+  Problem p = load_problem(spec);
+  const CsrMatrix& a = p.a;
+  const bool small = csr_bytes_model(a.rows, a.nnz()) < 2.0 * l2_bytes();
+  std::printf("\n== %s: %d rows, %lld nnz%s\n", p.name.c_str(), a.rows, static_cast<long long>(a.nnz()),
+              small ? " (fits in L2: latency-bound, reported separately)" : "");
+  std::printf("%-14s %4s %9s %8s %10s %8s %8s %7s %7s %9s %9s %s\n", "kernel", "k", "setup ms", "setup/ap", "apply us",
+              "CSR GB/s", "own GB/s", "GFLOP/s", "%copy", "vs cuSP", "max diff", "note");
+  const int kmax = *std::max_element(ks.begin(), ks.end());
+  DeviceBlock X(a.cols, kmax, "bench X"), Y(a.rows, kmax, "bench Y");
+  {
+    std::vector<double> hx(X.size());
+    SplitMix64 rng(11);
+    for (auto& v : hx) v = 2 * rng.uniform() - 1;
+    X.values.upload(hx);
+  }
+  std::map<int, std::vector<double>> reference;
+  std::map<int, double> best_cusparse, best_spmv_per_rhs;
+  std::vector<Row> rows;
+  for (const auto& name : kernels) {
+    std::unique_ptr<LinearOperator> op;
+    Row base;
+    base.matrix = p.name, base.kernel = name, base.rows = a.rows, base.nnz = a.nnz(), base.latency_bound = small;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      OperatorOptions oo;
+      oo.expected_k = kmax > 1 ? ks.back() : 1;
+      op = make_operator(name, a, oo);
+      CHECK_CUDA(cudaDeviceSynchronize());
+    } catch (const FormatRefused& e) {
+      base.status = "refused";
+      base.note = e.what();
+      std::printf("%-14s  refused: %s\n", name.c_str(), e.what());
+      out.push_back(base);
+      continue;
+    }
+    base.setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (name == "auto") base.note = op->setup_info().reason;
+    for (int k : ks) {
+      Row r = base;
+      r.k = k;
+      r.status = "ok";
+      DeviceBlock Xk(a.cols, k), Yk(a.rows, k);
+      CHECK_CUDA(cudaMemcpy2D(Xk.data(), k * 8, X.data(), kmax * 8, k * 8, a.cols, cudaMemcpyDeviceToDevice));
+      for (int w = 0; w < 5; ++w) op->apply(1.0, Xk, 0.0, Yk);
+      std::vector<double> ms;
+      for (int i = 0; i < runs; ++i) ms.push_back(time_on_stream_ms(0, [&] { op->apply(1.0, Xk, 0.0, Yk); }));
+      r.apply_ms = median(ms);
+      std::vector<double> y = Yk.values.download();
+      auto& ref = reference[k];
+      if (ref.empty()) ref = y;
+      double num = 0, den = 0;
+      for (size_t i = 0; i < y.size(); ++i) num = std::max(num, std::abs(y[i] - ref[i])), den = std::max(den, std::abs(ref[i]));
+      r.max_rel_diff = den > 0 ? num / den : num;
+      const double csr_bytes = csr_bytes_model(a.rows, a.nnz(), k);
+      r.csr_gbs = csr_bytes / (r.apply_ms * 1e6);
+      r.own_gbs = op->bytes_per_apply(k) / (r.apply_ms * 1e6);
+      r.gflops = 2.0 * a.nnz() * k / (r.apply_ms * 1e6);
+      r.copy_fraction = r.csr_gbs / copy_gbs;
+      r.per_rhs_ms = r.apply_ms / k;
+      if (name.rfind("cusparse", 0) == 0) {
+        auto& b = best_cusparse[k];
+        b = b == 0 ? r.apply_ms : std::min(b, r.apply_ms);
+      }
+      if (find_kernel(name) && find_kernel(name)->family == KernelFamily::spmv && k == 1) {
+        auto& b = best_spmv_per_rhs[1];
+        b = b == 0 ? r.apply_ms : std::min(b, r.apply_ms);
+      }
+      rows.push_back(r);
+    }
+  }
+  for (auto& r : rows) {
+    if (best_cusparse.count(r.k)) r.vs_cusparse = best_cusparse[r.k] / r.apply_ms;
+    if (best_spmv_per_rhs.count(1)) r.vs_spmv_per_rhs = r.per_rhs_ms / best_spmv_per_rhs[1];
+    std::printf("%-14s %4d %9.2f %8.1f %10.2f %8.1f %8.1f %7.1f %6.1f%% %8.2fx %9.1e %s\n", r.kernel.c_str(), r.k,
+                r.setup_ms, r.setup_ms / r.apply_ms, r.apply_ms * 1e3, r.csr_gbs, r.own_gbs, r.gflops,
+                100 * r.copy_fraction, r.vs_cusparse, r.max_rel_diff, r.note.c_str());
+    out.push_back(r);
+  }
+}
+
+int bench_spmv_spmm(bool spmm, const po::variables_map& vm) {
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  const std::string dev = device_name();
+  std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
+  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  if (matrices.empty())
+    matrices = spmm ? std::vector<std::string>{"poisson3d:128", "poisson3d27:100", "powerlaw:1000000"}
+                    : std::vector<std::string>{"poisson3d:128", "poisson3d:200", "poisson3d27:100", "aniso3d:160",
+                                               "powerlaw:2000000"};
+  if (!vm.count("no-files") && !spmm)
+    for (const auto& f : spd_files(vm["matrix-dir"].as<std::string>(), 0)) matrices.push_back(f);
+  std::vector<std::string> kernels = split(vm["kernels"].as<std::string>());
+  if (kernels.empty()) {
+    kernels = {"csr-scalar"};  // the cross-check reference first
+    for (const auto& n : kernel_names(spmm ? KernelFamily::spmm : KernelFamily::spmv))
+      if (n != "csr-scalar") kernels.push_back(n);
+    if (spmm) kernels.insert(kernels.begin() + 1, {"sell", "dia", "csr-vector"});
+    for (const auto& n : kernel_names(KernelFamily::baseline)) kernels.push_back(n);
+    kernels.push_back("auto");
+  }
+  std::vector<int> ks;
+  for (const auto& s : split(vm["k"].as<std::string>())) ks.push_back(std::stoi(s));
+  if (ks.empty() || !spmm) ks = {1};
+  if (spmm && std::find(ks.begin(), ks.end(), 1) == ks.end()) ks.insert(ks.begin(), 1);
+  std::vector<Row> rows;
+  for (const auto& m : matrices) {
+    try {
+      bench_matrix(m, kernels, ks, vm["runs"].as<int>(), copy_gbs, rows);
+    } catch (const InputError& e) {
+      std::printf("\n== %s: skipped: %s\n", m.c_str(), e.what());
+    }
+  }
+  if (vm.count("output")) write_rows(vm["output"].as<std::string>(), rows, copy_gbs, dev);
+  return 0;
+}
+
+int bench_cg(const po::variables_map& vm) {
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  const std::string dev = device_name();
+  std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
+  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  if (matrices.empty()) matrices = {"poisson3d:128"};
+  if (!vm.count("no-files"))
+    for (const auto& f : spd_files(vm["matrix-dir"].as<std::string>(), 50000)) matrices.push_back(f);
+  const double rtol = vm["tol"].as<double>();
+  Json j;
+  j.begin_object().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("rtol", rtol).begin_array("results");
+  std::printf("\n%-22s %8s %6s %6s %10s %10s %8s %10s %8s %7s %7s %s\n", "matrix", "rows", "iters", "eigen", "us/iter",
+              "floor us", "x floor", "ref us/it", "vs ref", "ref it", "true r", "kernel");
+  for (const auto& m : matrices) {
+    Problem p;
+    try {
+      p = load_problem(m);
+    } catch (const InputError& e) {
+      std::printf("%-22s skipped: %s\n", m.c_str(), e.what());
+      continue;
+    }
+    const CsrMatrix& a = p.a;
+    OperatorOptions oo;
+    auto op = make_operator(vm["kernel"].as<std::string>(), a, oo);
+    SolveOptions o;
+    o.stop = {rtol, 0, vm["maxit"].as<int>()};
+    o.time_kernels = false;
+    o.check_every = a.rows < 200000 ? 32 : 8;
+    DeviceBlock B(a.rows, 1), X(a.rows, 1);
+    B.values.upload(std::vector<double>(a.rows, 1.0));
+    std::vector<double> per_iter;
+    SolveResult res;
+    for (int rep = 0; rep < 3; ++rep) {  // first run warms up (graph capture, lazy plans)
+      X.values.upload(std::vector<double>(a.rows, 0.0));
+      res = solve("cg", *op, nullptr, B, X, o);
+      if (rep > 0) per_iter.push_back(res.solve_ms / std::max(1, res.columns[0].iterations));
+    }
+    const double us_iter = 1e3 * median(per_iter);
+    const double floor_us = (12.0 * a.nnz() + 84.0 * a.rows) / (copy_gbs * 1e3);
+    int eigen_it = -1;
+    if (a.rows < 50000) {
+      DenseBlock b(a.rows, 1, 1.0);
+      eigen_it = eigen_cg(a, b, rtol, vm["maxit"].as<int>(), "none").iterations[0];
+    }
+    reference_cusparse_cublas_cg(a, rtol, 20);  // warm-up
+    const ReferenceCgResult ref = reference_cusparse_cublas_cg(a, rtol, vm["maxit"].as<int>());
+    const double ref_us = 1e3 * ref.ms / std::max(1, ref.iterations);
+    const double rel_true = res.columns[0].true_residual / res.columns[0].b_norm;
+    std::printf("%-22s %8d %6d %6d %10.2f %10.2f %8.2f %10.2f %7.2fx %7d %7.1e %s\n", p.name.substr(0, 22).c_str(),
+                a.rows, res.columns[0].iterations, eigen_it, us_iter, floor_us, us_iter / floor_us, ref_us,
+                ref_us / us_iter, ref.iterations, rel_true, auto_choice(*op, 1).c_str());
+    j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("nnz", static_cast<long long>(a.nnz()));
+    j.kv("iterations", res.columns[0].iterations).kv("eigen_iterations", eigen_it).kv("us_per_iteration", us_iter);
+    j.kv("fused_floor_us", floor_us).kv("ratio_to_floor", us_iter / floor_us);
+    j.kv("reference_us_per_iteration", ref_us).kv("speedup_vs_reference", ref_us / us_iter);
+    j.kv("reference_iterations", ref.iterations).kv("relative_true_residual", rel_true);
+    j.kv("status", to_string(res.columns[0].status)).kv("kernel", auto_choice(*op, 1)).kv("cuda_graph", res.used_graph).end_object();
+  }
+  j.end_array().end_object();
+  if (vm.count("output")) {
+    std::ofstream f(vm["output"].as<std::string>());
+    f << j.str() << "\n";
+  }
+  return 0;
+}
+
+int bench_block_cg(const po::variables_map& vm) {
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  const std::string dev = device_name();
+  std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
+  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  if (matrices.empty()) matrices = {"poisson3d:128", "poisson3d27:100"};
+  const int k = std::stoi(split(vm["k"].as<std::string>()).back());
+  const double rtol = vm["tol"].as<double>();
+  Json j;
+  j.begin_object().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("k", k).kv("rtol", rtol).begin_array("results");
+  for (const auto& m : matrices) {
+    Problem p = load_problem(m);
+    const CsrMatrix& a = p.a;
+    OperatorOptions o1, ok;
+    ok.expected_k = k;
+    auto op1 = make_operator("auto", a, o1);
+    auto opk = make_operator("auto", a, ok);
+    DenseBlock b = make_rhs("random", a.rows, k, 5);
+    DeviceBlock B(a.rows, k), X(a.rows, k), B1(a.rows, 1), X1(a.rows, 1);
+    B.values.upload(b.data);
+    std::vector<double> b1(a.rows);
+    for (int i = 0; i < a.rows; ++i) b1[i] = b.at(i, 0);
+    B1.values.upload(b1);
+    SolveOptions o;
+    o.stop = {rtol, 0, vm["maxit"].as<int>()};
+    o.time_kernels = false;
+    auto run = [&](const std::string& solver, const LinearOperator& op, DeviceBlock& Bx, DeviceBlock& Xx) {
+      SolveResult r;
+      std::vector<double> ms;
+      for (int rep = 0; rep < 2; ++rep) {
+        Xx.values.upload(std::vector<double>(Xx.size(), 0.0));
+        r = solve(solver, op, nullptr, Bx, Xx, o);
+        ms.push_back(r.solve_ms);
+      }
+      r.solve_ms = ms.back();
+      return r;
+    };
+    const SolveResult single = run("cg", *op1, B1, X1);
+    const SolveResult block = run("block-cg", *opk, B, X);
+    const SolveResult multi = run("multi-cg", *opk, B, X);
+    auto worst = [](const SolveResult& r) {
+      double w = 0;
+      for (const auto& c : r.columns) w = std::max(w, c.true_residual / c.b_norm);
+      return w;
+    };
+    auto max_it = [](const SolveResult& r) {
+      int w = 0;
+      for (const auto& c : r.columns) w = std::max(w, c.iterations);
+      return w;
+    };
+    std::printf("\n== %s, k = %d, rtol %.0e (single CG with %s; block kernels %s)\n", p.name.c_str(), k, rtol,
+                auto_choice(*op1, 1).c_str(), auto_choice(*opk, k).c_str());
+    std::printf("%-10s %10s %8s %10s %12s %10s %s\n", "solver", "ms", "x 1 CG", "iters", "applies", "worst r", "converged");
+    for (const auto* r : {&single, &block, &multi})
+      std::printf("%-10s %10.2f %8.2f %10d %12lld %10.1e %s\n", r->solver.c_str(), r->solve_ms, r->solve_ms / single.solve_ms,
+                  max_it(*r), static_cast<long long>(r->operator_applies), worst(*r), r->all_converged() ? "yes" : "NO");
+    j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("single_cg_ms", single.solve_ms);
+    j.kv("single_cg_iterations", max_it(single)).kv("block_cg_ms", block.solve_ms).kv("block_cg_ratio", block.solve_ms / single.solve_ms);
+    j.kv("block_cg_iterations", max_it(block)).kv("block_cg_applies", static_cast<long long>(block.operator_applies));
+    j.kv("block_cg_converged", block.all_converged()).kv("block_cg_worst_true_residual", worst(block));
+    j.kv("multi_cg_ms", multi.solve_ms).kv("multi_cg_ratio", multi.solve_ms / single.solve_ms);
+    j.kv("multi_cg_iterations", max_it(multi)).kv("multi_cg_applies", static_cast<long long>(multi.operator_applies));
+    j.kv("multi_cg_converged", multi.all_converged()).kv("multi_cg_worst_true_residual", worst(multi)).end_object();
+  }
+  j.end_array().end_object();
+  if (vm.count("output")) {
+    std::ofstream f(vm["output"].as<std::string>());
+    f << j.str() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& args) {
+  po::options_description opts("spcg bench spmv|spmm|cg|block-cg [options]\noptions");
+  opts.add_options()("help,h", "show this help")("list", "list the registry kernels and exit")
+      ("what", po::value<std::string>(), "spmv | spmm | cg | block-cg")
+      ("matrices", po::value<std::string>()->default_value(""), "comma-separated files or generator specs (default: the issue's set)")
+      ("matrix-dir", po::value<std::string>()->default_value(default_matrix_dir()), "directory of SPD .mtx files added to the set")
+      ("no-files", "do not add the files of --matrix-dir")
+      ("kernels", po::value<std::string>()->default_value(""), "comma-separated registry names (default: all of the family, cuSPARSE, auto)")
+      ("k", po::value<std::string>()->default_value("1,2,4,8,16,32"), "block widths (spmm), or the k of block-cg")
+      ("runs", po::value<int>()->default_value(50), "timed runs per kernel (median reported)")
+      ("kernel", po::value<std::string>()->default_value("auto"), "cg: kernel for our CG")
+      ("tol", po::value<double>()->default_value(1e-8), "cg/block-cg: relative tolerance")
+      ("maxit", po::value<int>()->default_value(20000), "cg/block-cg: iteration limit")
+      ("output", po::value<std::string>(), "write results as JSON (.json) or CSV (.csv)");
+  po::positional_options_description pos;
+  pos.add("what", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  if (vm.count("list")) {
+    for (const auto& e : kernel_registry())
+      std::printf("%-14s %-8s %s\n", e.name.c_str(),
+                  e.family == KernelFamily::spmv ? "spmv" : e.family == KernelFamily::spmm ? "spmm" : "baseline",
+                  e.description.c_str());
+    return 0;
+  }
+  if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg or block-cg");
+  if (vm["runs"].as<int>() < 1) throw UsageError("--runs must be >= 1");
+  std::string why;
+  if (!cuda_device_available(&why)) throw CudaError("benchmarks need a CUDA device: " + why);
+  const std::string what = vm["what"].as<std::string>();
+  if (what == "spmv") return bench_spmv_spmm(false, vm);
+  if (what == "spmm") return bench_spmv_spmm(true, vm);
+  if (what == "cg") return bench_cg(vm);
+  if (what == "block-cg") return bench_block_cg(vm);
+  throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg or block-cg");
+}
+
+}  // namespace spcg

@@ -1,0 +1,68 @@
+#include "problem.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "error.hpp"
+#include "generators.hpp"
+
+namespace spcg {
+
+static double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Problem load_problem(const std::string& src) {
+  Problem p;
+  p.source = src;
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t dups = 0;
+  if (looks_like_generator(src)) {
+    p.a = generate(src);
+    p.name = src;
+    p.kind = "generated";
+  } else {
+    MatrixFile f = read_matrix_market(src);
+    p.a = std::move(f.matrix);
+    p.name = f.info.name.empty() ? std::filesystem::path(src).filename().string() : f.info.name;
+    p.kind = f.info.kind;
+    dups = f.info.duplicates_summed;
+  }
+  p.read_ms = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  p.stats = compute_stats(p.a, dups);
+  p.stats_ms = ms_since(t0);
+  return p;
+}
+
+DenseBlock make_rhs(const std::string& spec, int32_t n, int32_t k, uint64_t seed) {
+  if (spec == "ones") return DenseBlock(n, k, 1.0);
+  if (spec == "random") {
+    DenseBlock b(n, k);
+    SplitMix64 rng(seed);
+    for (double& v : b.data) v = 2.0 * rng.uniform() - 1.0;
+    return b;
+  }
+  DenseFile f = read_dense_matrix_market(spec);
+  if (f.block.rows != n)
+    throw InputError(spec, 0, "right-hand side has " + std::to_string(f.block.rows) + " rows, the matrix has " +
+                                  std::to_string(n));
+  require_finite(f.block, spec);
+  return std::move(f.block);
+}
+
+void require_finite(const DenseBlock& b, const std::string& what) {
+  for (int32_t i = 0; i < b.rows; ++i)
+    for (int32_t j = 0; j < b.cols; ++j)
+      if (!std::isfinite(b.at(i, j)))
+        throw InputError(what, 0, "entry (" + std::to_string(i + 1) + ", " + std::to_string(j + 1) + ") is NaN or Inf");
+}
+
+std::string default_matrix_path() {
+  for (const std::string& p : {std::string(SPCG_SOURCE_DIR) + "/inputs/fv1.mtx", std::string("inputs/fv1.mtx")})
+    if (std::filesystem::exists(p)) return p;
+  return "inputs/fv1.mtx";
+}
+
+}  // namespace spcg

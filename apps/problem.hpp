@@ -1,0 +1,27 @@
+#pragma once
+// Loading the system: a Matrix Market file or a generator spec, its statistics, and right-hand sides.
+#include <string>
+
+#include "csr_matrix.hpp"
+#include "matrix_market.hpp"
+#include "stats.hpp"
+
+namespace spcg {
+
+struct Problem {
+  std::string source;       // path or generator spec
+  std::string name, kind;   // SuiteSparse header fields, or the generator
+  CsrMatrix a;
+  MatrixStats stats;
+  double read_ms = 0, stats_ms = 0;
+};
+
+Problem load_problem(const std::string& matrix_or_spec);
+// "ones", "random" (seeded), or a Matrix Market file (array or coordinate) with n rows and k columns.
+DenseBlock make_rhs(const std::string& spec, int32_t n, int32_t k, uint64_t seed);
+// Refuses NaN/Inf entries with a message naming `what` and the entry.
+void require_finite(const DenseBlock& b, const std::string& what);
+// The built-in default system of the main job.
+std::string default_matrix_path();
+
+}  // namespace spcg

@@ -1,0 +1,126 @@
+#include "report.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#include "json.hpp"
+
+namespace spcg {
+
+std::string fnv1a_checksum(const std::vector<double>& v) {
+  uint64_t h = 1469598103934665603ULL;
+  for (double d : v) {
+    unsigned char b[8];
+    std::memcpy(b, &d, 8);
+    for (unsigned char c : b) h = (h ^ c) * 1099511628211ULL;
+  }
+  char s[20];
+  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(h));
+  return s;
+}
+
+void print_report(const SolveReport& r) {
+  const SolveResult& s = r.result;
+  std::printf("\n== spcg solve: %s (%s)\n", r.name.c_str(), r.matrix.c_str());
+  std::printf("system      %lld rows, %lld nonzeros, %d right-hand side(s)\n", static_cast<long long>(r.rows),
+              static_cast<long long>(r.nnz), r.nrhs);
+  std::printf("solver      %s, precond %s, vector ops %s, backend %s%s\n", r.solver.c_str(), r.precond.c_str(),
+              r.vector_ops.c_str(), r.backend.c_str(), s.used_graph ? ", CUDA graph" : "");
+  std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
+  std::printf("\nphase                       ms\n");
+  for (const auto& p : r.phases) std::printf("  %-20s %10.3f\n", p.name.c_str(), p.ms);
+  if (!s.kernels.empty()) {
+    double total = 0;
+    for (const auto& k : s.kernels) total += k.total_ms;
+    std::printf("\nkernel           calls   total ms   %% solve    mean us     GB/s\n");
+    for (const auto& k : s.kernels) {
+      const double mean_us = k.calls ? 1e3 * k.total_ms / k.calls : 0;
+      const double gbs = k.total_ms > 0 ? k.bytes_per_call * k.calls / (k.total_ms * 1e6) : 0;
+      if (k.total_ms > 0)
+        std::printf("  %-13s %8lld %10.3f %8.1f%% %10.2f %8.1f\n", k.name.c_str(), static_cast<long long>(k.calls),
+                    k.total_ms, s.solve_ms > 0 ? 100.0 * k.total_ms / s.solve_ms : 0, mean_us, gbs);
+      else
+        std::printf("  %-13s %8lld   (phase timing only)\n", k.name.c_str(), static_cast<long long>(k.calls));
+    }
+    if (total > 0)
+      std::printf("  timing overhead: ~%.3f ms of events (%.2f%% of the solve)\n", s.timing_overhead_ms,
+                  s.solve_ms > 0 ? 100.0 * s.timing_overhead_ms / s.solve_ms : 0);
+  }
+  std::printf("\ncolumn  status          iterations   ||r||/||b|| (recursive)   ||b-Ax||/||b|| (true)\n");
+  for (size_t j = 0; j < s.columns.size(); ++j) {
+    const auto& c = s.columns[j];
+    const double bn = c.b_norm > 0 ? c.b_norm : 1;
+    std::printf("  %4zu  %-15s %10d   %22.3e   %22.3e\n", j, to_string(c.status), c.iterations,
+                c.recursive_residual / bn, c.true_residual / bn);
+  }
+  std::printf("\nsolve %.3f ms, %lld operator applies (%lld columns)\n", s.solve_ms,
+              static_cast<long long>(s.operator_applies), static_cast<long long>(s.operator_columns));
+  if (!r.checksum.empty()) std::printf("checksum of x (FNV-1a over the bits): %s\n", r.checksum.c_str());
+  if (r.verify_relative_residual >= 0)
+    std::printf("verify (Eigen, host): max ||b - A x|| / ||b|| = %.3e\n", r.verify_relative_residual);
+  if (r.eigen_iterations >= 0)
+    std::printf("verify (Eigen ConjugateGradient): %d iterations, max |x - x_eigen| / |x_eigen| = %.3e\n",
+                r.eigen_iterations, r.eigen_solution_difference);
+  std::printf("status: %s\n", s.all_converged() ? "converged" : "NOT converged");
+}
+
+std::string report_json(const SolveReport& r) {
+  const SolveResult& s = r.result;
+  Json j;
+  j.begin_object();
+  j.kv("matrix", r.matrix).kv("name", r.name).kv("rows", static_cast<long long>(r.rows))
+      .kv("nnz", static_cast<long long>(r.nnz)).kv("nrhs", r.nrhs);
+  j.kv("solver", r.solver).kv("precond", r.precond).kv("vector_ops", r.vector_ops).kv("backend", r.backend);
+  j.kv("kernel", r.kernel).kv("kernel_reason", r.kernel_reason).kv("rtol", r.rtol).kv("atol", r.atol);
+  j.kv("cuda_graph", s.used_graph);
+  j.begin_array("phases");
+  for (const auto& p : r.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
+  j.end_array();
+  j.begin_array("kernels");
+  for (const auto& k : s.kernels) {
+    j.begin_object().kv("name", k.name).kv("calls", static_cast<long long>(k.calls)).kv("total_ms", k.total_ms);
+    j.kv("percent_of_solve", s.solve_ms > 0 ? 100.0 * k.total_ms / s.solve_ms : 0.0);
+    j.kv("mean_us", k.calls ? 1e3 * k.total_ms / k.calls : 0.0).kv("bytes_per_call", k.bytes_per_call);
+    j.kv("gbs", k.total_ms > 0 ? k.bytes_per_call * k.calls / (k.total_ms * 1e6) : 0.0).end_object();
+  }
+  j.end_array();
+  j.kv("solve_ms", s.solve_ms).kv("timing_overhead_ms", s.timing_overhead_ms);
+  j.kv("operator_applies", static_cast<long long>(s.operator_applies));
+  j.kv("operator_columns", static_cast<long long>(s.operator_columns));
+  j.begin_array("columns");
+  for (const auto& c : s.columns) {
+    j.begin_object().kv("status", to_string(c.status)).kv("iterations", c.iterations).kv("b_norm", c.b_norm);
+    j.kv("recursive_residual", c.recursive_residual).kv("true_residual", c.true_residual);
+    j.kv("relative_true_residual", c.b_norm > 0 ? c.true_residual / c.b_norm : c.true_residual).end_object();
+  }
+  j.end_array();
+  j.kv("converged", s.all_converged());
+  if (!r.checksum.empty()) j.kv("checksum", r.checksum);
+  if (r.verify_relative_residual >= 0) j.kv("verify_relative_residual", r.verify_relative_residual);
+  if (r.eigen_iterations >= 0) j.kv("eigen_iterations", r.eigen_iterations).kv("eigen_solution_difference", r.eigen_solution_difference);
+  j.end_object();
+  return j.str();
+}
+
+std::string report_csv(const SolveReport& r) {
+  std::string out = "section,name,calls,total_ms,mean_us,bytes_per_call,status,iterations,recursive_residual,true_residual\n";
+  char line[512];
+  for (const auto& p : r.phases) {
+    std::snprintf(line, sizeof line, "phase,%s,,%.6f,,,,,,\n", p.name.c_str(), p.ms);
+    out += line;
+  }
+  for (const auto& k : r.result.kernels) {
+    std::snprintf(line, sizeof line, "kernel,%s,%lld,%.6f,%.6f,%.0f,,,,\n", k.name.c_str(), static_cast<long long>(k.calls),
+                  k.total_ms, k.calls ? 1e3 * k.total_ms / k.calls : 0.0, k.bytes_per_call);
+    out += line;
+  }
+  for (size_t j = 0; j < r.result.columns.size(); ++j) {
+    const auto& c = r.result.columns[j];
+    std::snprintf(line, sizeof line, "column,%zu,,,,,%s,%d,%.17g,%.17g\n", j, to_string(c.status), c.iterations,
+                  c.recursive_residual, c.true_residual);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace spcg

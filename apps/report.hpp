@@ -1,0 +1,34 @@
+#pragma once
+// The solve report: setup phases, per-kernel time table, per-column results; table, JSON and CSV.
+#include <string>
+#include <vector>
+
+#include "solver.hpp"
+
+namespace spcg {
+
+struct Phase {
+  std::string name;
+  double ms;
+};
+
+struct SolveReport {
+  std::string matrix, name, kernel, kernel_reason, backend, solver, precond, vector_ops;
+  int64_t rows = 0, nnz = 0;
+  int nrhs = 1;
+  double rtol = 0, atol = 0;
+  double copy_bandwidth_gbs = 0;  // when measured
+  std::vector<Phase> phases;
+  SolveResult result;
+  std::string checksum;  // --deterministic
+  double verify_relative_residual = -1;
+  int eigen_iterations = -1;
+  double eigen_solution_difference = -1;
+};
+
+void print_report(const SolveReport& r);
+std::string report_json(const SolveReport& r);
+std::string report_csv(const SolveReport& r);
+std::string fnv1a_checksum(const std::vector<double>& v);
+
+}  // namespace spcg

@@ -1,0 +1,148 @@
+// auto: a short list from the matrix statistics, then (autotune) one timed trial of each candidate at setup;
+// the winner is kept and the reason printed. Block widths k > 1 get their own short list of SpMM kernels plus
+// "repeated SpMV" with the SpMV winner, timed at the expected k.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "blas1.hpp"
+#include "formats.hpp"
+#include "registry.hpp"
+#include "stats.hpp"
+
+namespace spcg {
+namespace {
+
+struct AutoTuning {
+  static constexpr int trial_runs = 5;
+  static constexpr double banded_dia_fill = 1.2;   // DIA when the diagonals are this full
+  static constexpr double skew_cv = 1.0;           // row-length stddev / mean above this: load balancing
+  static constexpr double skew_max_over_mean = 16;
+  static constexpr double regular_ell_fill = 1.5;
+};
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+class AutoOperator final : public LinearOperator {
+ public:
+  AutoOperator(const CsrMatrix& a, const OperatorOptions& o) : LinearOperator(a) {
+    const MatrixStats st = compute_stats(a);
+    const double cv = st.row_mean > 0 ? st.row_stddev / st.row_mean : 0;
+    std::vector<std::string> spmv, spmm;
+    std::string why;
+    if (st.nnz > 0 && st.dia_fill <= AutoTuning::banded_dia_fill && st.distinct_diagonals <= 64) {
+      spmv = {"dia", "sell"};
+      why = "banded: " + std::to_string(st.distinct_diagonals) + " diagonals, DIA fill " + fmt("%.2f", st.dia_fill);
+    } else if (cv > AutoTuning::skew_cv || st.row_max > AutoTuning::skew_max_over_mean * std::max(1.0, st.row_mean)) {
+      spmv = {"csr-adaptive", "csr-merge", "hyb"};
+      why = "skewed rows: cv " + fmt("%.2f", cv) + ", max " + std::to_string(st.row_max) + " vs mean " +
+            fmt("%.1f", st.row_mean);
+    } else if (st.ell_fill <= AutoTuning::regular_ell_fill) {
+      spmv = {"sell", "csr-vector"};
+      why = "regular rows: ELL fill " + fmt("%.2f", st.ell_fill);
+    } else {
+      spmv = {"sell-sorted", "csr-vector", "csr-adaptive"};
+      why = "moderate skew: ELL fill " + fmt("%.2f", st.ell_fill);
+    }
+    if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
+    else spmm = {"spmm-cwm", "spmm-crc"};
+    expected_k_ = std::max(1, o.expected_k);
+    const auto t0 = std::chrono::steady_clock::now();
+    spmv_ = pick(spmv, a, o, 1, why, o.autotune);
+    if (expected_k_ > 1) {
+      std::string why_k;
+      spmm_ = pick(spmm, a, o, expected_k_, why_k, o.autotune, spmv_.get());
+      why += "; k=" + std::to_string(expected_k_) + ": " + why_k;
+    }
+    info_ = spmv_->setup_info();
+    info_.analysis_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
+                         spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
+    info_.reason = why;
+    if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
+  }
+  std::string name() const override { return "auto"; }
+  std::string chosen(int k) const { return (k > 1 && spmm_ ? spmm_ : spmv_)->name(); }
+  double bytes_per_apply(int k) const override { return op_for(k).bytes_per_apply(k); }
+  bool deterministic() const override { return spmv_->deterministic() && (!spmm_ || spmm_->deterministic()); }
+  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
+    return spmv_->apply_with_dot(x, y, sink, s);
+  }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    op_for(k).apply(alpha, x, beta, y, k, s);
+  }
+
+ private:
+  const LinearOperator& op_for(int k) const { return k > 1 && spmm_ ? *spmm_ : *spmv_; }
+
+  // Builds the candidates (skipping formats that refuse the matrix), times them at width k, keeps the fastest.
+  // `repeated` (k > 1): the SpMV winner applied column by column is a candidate too.
+  std::shared_ptr<LinearOperator> pick(const std::vector<std::string>& names, const CsrMatrix& a,
+                                       const OperatorOptions& o, int k, std::string& why, bool autotune,
+                                       LinearOperator* repeated = nullptr) {
+    std::vector<std::shared_ptr<LinearOperator>> ops;
+    std::string refused;
+    for (const auto& n : names) {
+      try {
+        ops.emplace_back(make_operator(n, a, o));
+      } catch (const FormatRefused& e) {
+        refused += std::string(refused.empty() ? "" : "; ") + e.what();
+      }
+    }
+    if (repeated) ops.emplace_back(std::shared_ptr<LinearOperator>(std::shared_ptr<LinearOperator>{}, repeated));
+    if (ops.empty()) ops.emplace_back(make_operator("csr-vector", a, o));
+    if (!refused.empty()) why += " (" + refused + ")";
+    if (!autotune || ops.size() == 1 || a.nnz() == 0 || a.rows == 0) {
+      why += " -> " + ops.front()->name() + (repeated && ops.front().get() == repeated ? " (repeated SpMV)" : "");
+      return ops.front();
+    }
+    DeviceBlock x(a.cols, k, "auto-tuning input"), y(a.rows, k, "auto-tuning output");
+    std::vector<double> hx(x.size());
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (auto& v : hx) v = u(rng);
+    x.values.upload(hx);
+    size_t best = 0;
+    double best_ms = 1e300;
+    why += "; timed";
+    for (size_t c = 0; c < ops.size(); ++c) {
+      ops[c]->apply(1.0, x, 0.0, y);  // warm-up (and cuSPARSE-style lazy plans)
+      std::vector<double> ms;
+      for (int r = 0; r < AutoTuning::trial_runs; ++r)
+        ms.push_back(time_on_stream_ms(0, [&] { ops[c]->apply(1.0, x, 0.0, y); }));
+      std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+      const double med = ms[ms.size() / 2];
+      const bool is_repeated = repeated && ops[c].get() == repeated;
+      why += " " + (is_repeated ? std::string("repeated-spmv") : ops[c]->name()) + " " + fmt("%.1fus", med * 1e3);
+      if (med < best_ms) best_ms = med, best = c;
+    }
+    const bool is_repeated = repeated && ops[best].get() == repeated;
+    why += " -> " + (is_repeated ? std::string("repeated SpMV (") + repeated->name() + ")" : ops[best]->name()) +
+           " (cached)";
+    return ops[best];
+  }
+
+  std::shared_ptr<LinearOperator> spmv_, spmm_;
+  int expected_k_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearOperator> make_auto_operator(const CsrMatrix& a, const OperatorOptions& o) {
+  return std::make_unique<AutoOperator>(a, o);
+}
+
+std::string auto_choice(const LinearOperator& op, int k) {
+  if (auto* a = dynamic_cast<const AutoOperator*>(&op)) return a->chosen(k);
+  return op.name();
+}
+
+}  // namespace spcg

@@ -1,0 +1,112 @@
+// cusparse-*: the baseline, never our answer. CSR cusparseSpMV (ALG1 or ALG2) with cusparseSpMV_preprocess
+// for k = 1, cusparseSpMM (CSR ALG1/ALG2/ALG3, row-major dense blocks) with cusparseSpMM_preprocess for k > 1.
+// Descriptors and work buffers are created once per block width and reused.
+#include <map>
+#include <mutex>
+
+#include "device_formats.hpp"
+#include "kernel_factories.hpp"
+
+namespace spcg {
+namespace {
+
+class CusparseOperator final : public LinearOperator {
+ public:
+  CusparseOperator(const CsrMatrix& a, std::string name, cusparseSpMVAlg_t mv_alg, cusparseSpMMAlg_t mm_alg)
+      : LinearOperator(a), name_(std::move(name)), mv_alg_(mv_alg), mm_alg_(mm_alg) {
+    info_.format = "csr (cuSPARSE)";
+    csr_ = upload_csr(a, info_);
+    CHECK_CUSPARSE(cusparseCreate(&handle_));
+    CHECK_CUSPARSE(cusparseCreateCsr(&mat_, a.rows, a.cols, a.nnz(), csr_.row_ptr.data(), csr_.col_idx.data(),
+                                     csr_.values.data(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  }
+  ~CusparseOperator() override {
+    for (auto& [k, p] : plans_) {
+      if (k == 1) {
+        cusparseDestroyDnVec(p.vx);
+        cusparseDestroyDnVec(p.vy);
+      } else {
+        cusparseDestroyDnMat(p.mx);
+        cusparseDestroyDnMat(p.my);
+      }
+    }
+    if (mat_) cusparseDestroySpMat(mat_);
+    if (handle_) cusparseDestroy(handle_);
+  }
+  std::string name() const override { return name_; }
+  double bytes_per_apply(int k) const override { return 12.0 * nnz_ + 4.0 * (rows_ + 1) + 16.0 * rows_ * k; }
+  bool deterministic() const override { return mv_alg_ == CUSPARSE_SPMV_CSR_ALG2; }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CHECK_CUSPARSE(cusparseSetStream(handle_, s));
+    Plan& p = plan(k, x, y, alpha, beta);
+    if (k == 1) {
+      CHECK_CUSPARSE(cusparseDnVecSetValues(p.vx, const_cast<double*>(x)));
+      CHECK_CUSPARSE(cusparseDnVecSetValues(p.vy, y));
+      CHECK_CUSPARSE(cusparseSpMV(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, mat_, p.vx, &beta, p.vy, CUDA_R_64F,
+                                  mv_alg_, p.buffer.data()));
+    } else {
+      CHECK_CUSPARSE(cusparseDnMatSetValues(p.mx, const_cast<double*>(x)));
+      CHECK_CUSPARSE(cusparseDnMatSetValues(p.my, y));
+      CHECK_CUSPARSE(cusparseSpMM(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+                                  mat_, p.mx, &beta, p.my, CUDA_R_64F, mm_alg_, p.buffer.data()));
+    }
+  }
+
+ private:
+  struct Plan {
+    cusparseDnVecDescr_t vx = nullptr, vy = nullptr;
+    cusparseDnMatDescr_t mx = nullptr, my = nullptr;
+    DeviceArray<char> buffer;
+  };
+  Plan& plan(int k, const double* x, double* y, double alpha, double beta) const {
+    auto it = plans_.find(k);
+    if (it != plans_.end()) return it->second;
+    Plan& p = plans_[k];
+    size_t bytes = 0;
+    if (k == 1) {
+      CHECK_CUSPARSE(cusparseCreateDnVec(&p.vx, cols_, const_cast<double*>(x), CUDA_R_64F));
+      CHECK_CUSPARSE(cusparseCreateDnVec(&p.vy, rows_, y, CUDA_R_64F));
+      CHECK_CUSPARSE(cusparseSpMV_bufferSize(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, mat_, p.vx, &beta, p.vy,
+                                             CUDA_R_64F, mv_alg_, &bytes));
+      p.buffer = DeviceArray<char>(std::max<size_t>(bytes, 16), "cuSPARSE SpMV buffer");
+      CHECK_CUSPARSE(cusparseSpMV_preprocess(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, mat_, p.vx, &beta, p.vy,
+                                             CUDA_R_64F, mv_alg_, p.buffer.data()));
+    } else {
+      CHECK_CUSPARSE(cusparseCreateDnMat(&p.mx, cols_, k, k, const_cast<double*>(x), CUDA_R_64F, CUSPARSE_ORDER_ROW));
+      CHECK_CUSPARSE(cusparseCreateDnMat(&p.my, rows_, k, k, y, CUDA_R_64F, CUSPARSE_ORDER_ROW));
+      CHECK_CUSPARSE(cusparseSpMM_bufferSize(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                             &alpha, mat_, p.mx, &beta, p.my, CUDA_R_64F, mm_alg_, &bytes));
+      p.buffer = DeviceArray<char>(std::max<size_t>(bytes, 16), "cuSPARSE SpMM buffer");
+      CHECK_CUSPARSE(cusparseSpMM_preprocess(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                             &alpha, mat_, p.mx, &beta, p.my, CUDA_R_64F, mm_alg_, p.buffer.data()));
+    }
+    return p;
+  }
+
+  std::string name_;
+  cusparseSpMVAlg_t mv_alg_;
+  cusparseSpMMAlg_t mm_alg_;
+  DeviceCsr csr_;
+  cusparseHandle_t handle_ = nullptr;
+  cusparseSpMatDescr_t mat_ = nullptr;
+  mutable std::map<int, Plan> plans_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearOperator> make_cusparse_alg1(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<CusparseOperator>(a, "cusparse-alg1", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG1);
+}
+std::unique_ptr<LinearOperator> make_cusparse_alg2(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<CusparseOperator>(a, "cusparse-alg2", CUSPARSE_SPMV_CSR_ALG2, CUSPARSE_SPMM_CSR_ALG2);
+}
+std::unique_ptr<LinearOperator> make_cusparse_spmm_alg3(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<CusparseOperator>(a, "cusparse-alg3", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG3);
+}
+
+}  // namespace spcg

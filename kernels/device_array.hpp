@@ -1,0 +1,71 @@
+#pragma once
+// RAII device memory. Allocation failures say what was being allocated, how much, and how much is free.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.hpp"
+
+namespace spcg {
+
+void* device_allocate(size_t bytes, const char* what);  // throws DeviceMemoryError with sizes
+void device_free(void* p) noexcept;
+
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(size_t n, const char* what = "buffer") : n_(n) {
+    if (n) p_ = static_cast<T*>(device_allocate(n * sizeof(T), what));
+  }
+  DeviceArray(const std::vector<T>& h, const char* what = "buffer") : DeviceArray(h.size(), what) { upload(h); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      device_free(p_);
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~DeviceArray() { device_free(p_); }
+
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+  void upload(const std::vector<T>& h) {
+    if (h.size() != n_) throw Error("DeviceArray::upload: size mismatch");
+    if (n_) CHECK_CUDA(cudaMemcpy(p_, h.data(), bytes(), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    if (n_) CHECK_CUDA(cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost));
+    return h;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// n x k dense block on the device, row-major (entry (i, j) at i * k + j), matching spcg::DenseBlock.
+struct DeviceBlock {
+  int32_t rows = 0;
+  int32_t cols = 0;
+  DeviceArray<double> values;
+
+  DeviceBlock() = default;
+  DeviceBlock(int32_t r, int32_t c, const char* what = "dense block")
+      : rows(r), cols(c), values(static_cast<size_t>(r) * static_cast<size_t>(c), what) {}
+  double* data() { return values.data(); }
+  const double* data() const { return values.data(); }
+  size_t size() const { return values.size(); }
+};
+
+}  // namespace spcg

@@ -1,0 +1,50 @@
+#pragma once
+// Device copies of the host layouts in sparse/formats.hpp. Uploading records its time and bytes in SetupInfo.
+#include <chrono>
+
+#include "device_array.hpp"
+#include "formats.hpp"
+#include "linear_operator.hpp"
+
+namespace spcg {
+
+struct DeviceCsr {
+  int32_t rows = 0, cols = 0;
+  int64_t nnz = 0;
+  DeviceArray<int32_t> row_ptr, col_idx;
+  DeviceArray<double> values;
+};
+struct DeviceCoo {
+  int32_t rows = 0, cols = 0;
+  int64_t nnz = 0;
+  DeviceArray<int32_t> row_idx, col_idx;
+  DeviceArray<double> values;
+};
+struct DeviceEll {
+  int32_t rows = 0, cols = 0, width = 0;
+  DeviceArray<int32_t> col_idx;
+  DeviceArray<double> values;
+};
+struct DeviceSell {
+  int32_t rows = 0, cols = 0, slice_height = 32, slices = 0;
+  DeviceArray<int64_t> slice_ptr;
+  DeviceArray<int32_t> slice_width, perm, col_idx;
+  DeviceArray<double> values;
+  int64_t stored = 0;
+};
+struct DeviceDia {
+  int32_t rows = 0, cols = 0, diagonals = 0;
+  DeviceArray<int32_t> offsets;
+  DeviceArray<double> values;
+};
+
+DeviceCsr upload_csr(const CsrMatrix& a, SetupInfo& info);
+DeviceCoo upload_coo(const CooMatrix& c, SetupInfo& info);
+DeviceEll upload_ell(const EllMatrix& e, SetupInfo& info);
+DeviceSell upload_sell(const SellMatrix& s, SetupInfo& info);
+DeviceDia upload_dia(const DiaMatrix& d, SetupInfo& info);
+
+// Milliseconds since `start` (host clock), for setup phases.
+double elapsed_ms(const std::chrono::steady_clock::time_point& start);
+
+}  // namespace spcg

@@ -1,0 +1,76 @@
+#pragma once
+// Device helpers shared by the kernels: cache-hinted loads, warp/block reductions, the y update and the
+// fused-dot epilogue. Header-only device code.
+#include <cuda_runtime.h>
+
+#include "linear_operator.hpp"
+
+namespace spcg {
+namespace dev {
+
+// Matrix data is streamed once per apply: evict-first so the gathered vector keeps its place in L2.
+template <class T>
+__device__ __forceinline__ T load_stream(const T* p) { return __ldcs(p); }
+// Gathered vector entries: read-only path, cached.
+__device__ __forceinline__ double load_x(const double* p) { return __ldg(p); }
+
+// y = alpha * sum + beta * y; beta == 0 never reads y.
+__device__ __forceinline__ void store_y(double* y, double alpha, double sum, double beta) {
+  *y = beta == 0.0 ? alpha * sum : fma(beta, *y, alpha * sum);
+}
+
+template <int Width = 32>
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int off = Width / 2; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off, Width);
+  return v;
+}
+
+// Sum over the block; the result is valid in thread 0. blockDim.x must be a multiple of 32, <= 1024.
+__device__ __forceinline__ double block_sum(double v) {
+  __shared__ double warp_partials[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // warp_partials may still be read by a previous call
+  if (lane == 0) warp_partials[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = 0;
+  if (warp == 0) {
+    v = lane < warps ? warp_partials[lane] : 0.0;
+    v = warp_sum(v);
+  }
+  return v;
+}
+
+// Every thread of every block calls this once with its contribution. Block sums go to partials[blockIdx.x];
+// the last block to arrive sums the partials in index order (deterministic) into *result and resets the counter.
+__device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
+  __shared__ bool is_last;
+  v = block_sum(v);
+  if (threadIdx.x == 0) {
+    sink.partials[blockIdx.x] = v;
+    __threadfence();
+    const unsigned done = atomicAdd(sink.counter, 1u);
+    is_last = done == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  double s = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) s += __ldcg(sink.partials + b);
+  s = block_sum(s);
+  if (threadIdx.x == 0) {
+    *sink.result = s;
+    *sink.counter = 0;
+  }
+}
+
+}  // namespace dev
+
+// Launch helpers (launch_utils.cu).
+int device_sm_count();
+// Blocks for a grid-stride kernel: enough to fill the device, never more than the work needs.
+int grid_stride_blocks(int64_t work_items, int threads_per_block, int blocks_per_sm = 16);
+
+}  // namespace spcg

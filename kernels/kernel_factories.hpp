@@ -1,0 +1,28 @@
+#pragma once
+// One factory per kernel file; registry.cpp is the only caller besides tests of internals.
+#include <memory>
+
+#include "linear_operator.hpp"
+
+namespace spcg {
+#define SPCG_FACTORY(fn) std::unique_ptr<LinearOperator> fn(const CsrMatrix& a, const OperatorOptions& o)
+SPCG_FACTORY(make_csr_scalar);
+SPCG_FACTORY(make_csr_vector);
+SPCG_FACTORY(make_csr_adaptive);
+SPCG_FACTORY(make_csr_merge);
+SPCG_FACTORY(make_ell);
+SPCG_FACTORY(make_sell);
+SPCG_FACTORY(make_sell_sorted);
+SPCG_FACTORY(make_dia);
+SPCG_FACTORY(make_coo);
+SPCG_FACTORY(make_hyb);
+SPCG_FACTORY(make_cusparse_alg1);
+SPCG_FACTORY(make_cusparse_alg2);
+SPCG_FACTORY(make_cusparse_spmm_alg3);
+SPCG_FACTORY(make_spmm_naive);
+SPCG_FACTORY(make_spmm_crc);
+SPCG_FACTORY(make_spmm_cwm);
+SPCG_FACTORY(make_spmm_swizzle);
+SPCG_FACTORY(make_spmm_split);
+#undef SPCG_FACTORY
+}  // namespace spcg

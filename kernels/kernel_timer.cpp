@@ -1,0 +1,87 @@
+#include "kernel_timer.hpp"
+
+#include "cuda_check.hpp"
+#include "linear_operator.hpp"
+#include "blas1.hpp"
+#include "device_array.hpp"
+
+namespace spcg {
+
+KernelTimer::~KernelTimer() {
+  for (auto& p : pending_) free_.push_back(p.a), free_.push_back(p.b);
+  for (cudaEvent_t e : free_) cudaEventDestroy(e);
+}
+
+cudaEvent_t KernelTimer::take() {
+  if (!free_.empty()) {
+    cudaEvent_t e = free_.back();
+    free_.pop_back();
+    return e;
+  }
+  cudaEvent_t e;
+  CHECK_CUDA(cudaEventCreate(&e));
+  return e;
+}
+
+void KernelTimer::record(cudaEvent_t e) {
+  CHECK_CUDA(cudaEventRecord(e, stream_));
+  ++events_recorded_;
+}
+
+void KernelTimer::count(const char* name, double bytes, int64_t calls) {
+  auto it = stats_.find(name);
+  if (it == stats_.end()) {
+    order_.push_back(name);
+    it = stats_.emplace(name, KernelStat{name, 0, 0, bytes}).first;
+  }
+  it->second.calls += calls;
+  it->second.bytes_per_call = bytes;
+}
+
+void KernelTimer::collect() {
+  if (pending_.empty()) return;
+  CHECK_CUDA(cudaEventSynchronize(pending_.back().b));
+  for (auto& p : pending_) {
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, p.a, p.b));
+    count(p.name.c_str(), p.bytes);
+    stats_[p.name].total_ms += ms;
+    free_.push_back(p.a), free_.push_back(p.b);
+  }
+  pending_.clear();
+}
+
+std::vector<KernelStat> KernelTimer::stats() const {
+  std::vector<KernelStat> out;
+  for (const auto& n : order_) out.push_back(stats_.at(n));
+  return out;
+}
+
+double event_overhead_ms() {
+  static double overhead = [] {
+    DeviceArray<double> buf(1024, "timer calibration");
+    constexpr int kLaunches = 200;
+    auto launches = [&](bool with_events) {
+      std::vector<cudaEvent_t> ev;
+      if (with_events) {
+        ev.resize(2 * kLaunches);
+        for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+      }
+      const double ms = time_on_stream_ms(0, [&] {
+        for (int i = 0; i < kLaunches; ++i) {
+          if (with_events) CHECK_CUDA(cudaEventRecord(ev[2 * i], 0));
+          launch_scale(0.5, buf.data(), buf.size(), 0);
+          if (with_events) CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], 0));
+        }
+      });
+      for (auto& e : ev) cudaEventDestroy(e);
+      return ms;
+    };
+    launches(true);  // warm-up
+    const double plain = launches(false), timed = launches(true);
+    return std::max(0.0, (timed - plain) / (2.0 * kLaunches));
+  }();
+  return overhead;
+}
+
+}  // namespace spcg

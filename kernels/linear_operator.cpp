@@ -1,0 +1,47 @@
+#include "linear_operator.hpp"
+
+#include "blas1.hpp"
+
+namespace spcg {
+
+void LinearOperator::apply(double alpha, const DeviceBlock& X, double beta, DeviceBlock& Y, cudaStream_t s) const {
+  if (X.rows != cols_ || Y.rows != rows_ || X.cols != Y.cols)
+    throw Error(name() + ": shape mismatch: A is " + std::to_string(rows_) + " x " + std::to_string(cols_) + ", X is " +
+                std::to_string(X.rows) + " x " + std::to_string(X.cols) + ", Y is " + std::to_string(Y.rows) + " x " +
+                std::to_string(Y.cols));
+  apply(alpha, X.data(), beta, Y.data(), X.cols, s);
+}
+
+void LinearOperator::apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const {
+  if (rows_ == 0 || k == 0) return;
+  if (nnz_ == 0 || cols_ == 0 || alpha == 0.0) {
+    launch_scale(beta, y, static_cast<size_t>(rows_) * k, s);
+    return;
+  }
+  apply_impl(alpha, x, beta, y, k, s);
+}
+
+bool LinearOperator::apply_with_dot(const double*, double*, const DotSink&, cudaStream_t) const { return false; }
+
+double time_on_stream_ms(cudaStream_t stream, const std::function<void()>& work) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  float ms = 0;
+  try {
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    work();
+    CHECK_CUDA(cudaEventRecord(b, stream));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+}  // namespace spcg

@@ -1,0 +1,89 @@
+#pragma once
+// The one interface every kernel meets: y = alpha * A * x + beta * y on n x k row-major blocks.
+// k = 1 is SpMV. beta == 0 never reads Y (NaN-poisoned Y stays out of the result).
+// Solvers, the benchmark and the tests see only this; none of them knows the storage format.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "csr_matrix.hpp"
+#include "device_array.hpp"
+
+namespace spcg {
+
+struct SetupInfo {
+  std::string format;        // storage actually uploaded (csr, ell, sell-32-1, dia, coo, hyb, ...)
+  double convert_ms = 0;     // host conversion from CSR
+  double upload_ms = 0;      // host -> device copies
+  double analysis_ms = 0;    // device-side analysis (cuSPARSE preprocess, auto-tuning trials)
+  int64_t device_bytes = 0;  // matrix storage on the device
+  std::string reason;        // auto: why this kernel; others: empty
+};
+
+struct OperatorOptions {
+  bool deterministic = false;  // atomic-free, fixed-order reductions (all of ours are; cuSPARSE ALG1 may not be)
+  bool autotune = true;        // auto: time the short-listed candidates once at setup
+  int expected_k = 1;          // auto: the block width the solver will use
+};
+
+// Device buffers for a fused dot product written by a kernel's epilogue: per-block partial sums, reduced in
+// block order by the last block to finish (deterministic), into *result. The counter is left at zero.
+struct DotSink {
+  double* partials = nullptr;
+  unsigned int* counter = nullptr;
+  double* result = nullptr;
+  int capacity = 0;  // max blocks
+};
+
+class LinearOperator {
+ public:
+  virtual ~LinearOperator() = default;
+
+  // Checks shapes, handles degenerate shapes (0 rows, k = 0, nnz = 0) without launching a kernel grid.
+  void apply(double alpha, const DeviceBlock& X, double beta, DeviceBlock& Y, cudaStream_t stream = 0) const;
+  // Raw form for solvers that keep their own buffers: x is cols x k, y is rows x k, both row-major.
+  void apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t stream = 0) const;
+
+  // y = A x (k = 1) and, where the kernel fuses it, *sink.result = x . y. Returns false if this operator has no
+  // fused epilogue (the caller then runs a separate dot). Only for square operators.
+  virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const;
+
+  virtual std::string name() const = 0;
+  virtual double bytes_per_apply(int k) const = 0;  // the format's own bytes model (beta = 0)
+  virtual bool deterministic() const { return true; }
+  const SetupInfo& setup_info() const { return info_; }
+  int32_t rows() const { return rows_; }
+  int32_t cols() const { return cols_; }
+  int64_t nnz() const { return nnz_; }
+
+ protected:
+  LinearOperator(const CsrMatrix& a) : rows_(a.rows), cols_(a.cols), nnz_(a.nnz()) {}
+  // Called only with rows > 0, k > 0, nnz > 0.
+  virtual void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const = 0;
+  SetupInfo info_;
+  int32_t rows_, cols_;
+  int64_t nnz_;
+};
+
+// Base for SpMV kernels: a k-column block is applied column by column with stride k (repeated SpMV).
+class SpmvOperator : public LinearOperator {
+ protected:
+  using LinearOperator::LinearOperator;
+  virtual void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const = 0;
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    for (int j = 0; j < k; ++j) apply_column(alpha, x + j, beta, y + j, k, s);
+  }
+};
+
+// CSR bytes model shared by reports: 12 nnz + 4 (n + 1) + 16 n for k = 1; SpMM adds 16 n per extra column.
+inline double csr_bytes_model(int64_t rows, int64_t nnz, int k = 1) {
+  return 12.0 * nnz + 4.0 * (rows + 1) + 16.0 * rows * k;
+}
+
+// Times a host callable that enqueues work on `stream`, in milliseconds (events, synchronised).
+double time_on_stream_ms(cudaStream_t stream, const std::function<void()>& work);
+
+}  // namespace spcg

@@ -1,0 +1,62 @@
+#include "registry.hpp"
+
+#include "kernel_factories.hpp"
+
+namespace spcg {
+
+const std::vector<KernelEntry>& kernel_registry() {
+  using F = KernelFamily;
+  static const std::vector<KernelEntry> entries = {
+      {"csr-scalar", F::spmv, "CSR, one thread per row (Bell & Garland 2009)", make_csr_scalar},
+      {"csr-vector", F::spmv, "CSR, adaptive sub-warp per row with shuffle reduction", make_csr_vector},
+      {"csr-adaptive", F::spmv, "CSR row blocks: stream / warp / block per row (Greathouse & Daga 2014)", make_csr_adaptive},
+      {"csr-merge", F::spmv, "CSR merge-path, equal work per thread (Merrill & Garland 2016)", make_csr_merge},
+      {"ell", F::spmv, "column-major padded ELLPACK", make_ell},
+      {"sell", F::spmv, "SELL-32-1, warp per slice (Kreutzer et al. 2014)", make_sell},
+      {"sell-sorted", F::spmv, "SELL-32-1024, rows sorted by length in windows", make_sell_sorted},
+      {"dia", F::spmv, "diagonal storage, no column indices", make_dia},
+      {"coo", F::spmv, "COO, warp segmented reduction (Bell & Garland 2009)", make_coo},
+      {"hyb", F::spmv, "ELL + COO tail (Bell & Garland 2009)", make_hyb},
+      {"spmm-naive", F::spmm, "one thread per (row, column)", make_spmm_naive},
+      {"spmm-crc", F::spmm, "coalesced row caching (GE-SpMM, SC 2020)", make_spmm_crc},
+      {"spmm-cwm", F::spmm, "row caching + 2 columns per lane, 16-byte X loads (GE-SpMM)", make_spmm_cwm},
+      {"spmm-swizzle", F::spmm, "rows ordered by length (Sputnik row swizzle, SC 2020)", make_spmm_swizzle},
+      {"spmm-split", F::spmm, "long rows split into pieces, deterministic combine", make_spmm_split},
+      {"cusparse-alg1", F::baseline, "cuSPARSE CSR SpMV ALG1 / SpMM ALG1 (baseline)", make_cusparse_alg1},
+      {"cusparse-alg2", F::baseline, "cuSPARSE CSR SpMV ALG2 / SpMM ALG2 (baseline)", make_cusparse_alg2},
+      {"cusparse-alg3", F::baseline, "cuSPARSE CSR SpMV ALG1 / SpMM ALG3 (baseline)", make_cusparse_spmm_alg3},
+  };
+  return entries;
+}
+
+std::vector<std::string> kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& e : kernel_registry()) names.push_back(e.name);
+  return names;
+}
+
+std::vector<std::string> kernel_names(KernelFamily family) {
+  std::vector<std::string> names;
+  for (const auto& e : kernel_registry())
+    if (e.family == family) names.push_back(e.name);
+  return names;
+}
+
+const KernelEntry* find_kernel(const std::string& name) {
+  for (const auto& e : kernel_registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a, const OperatorOptions& o) {
+  if (name == "auto") return make_auto_operator(a, o);
+  const KernelEntry* e = find_kernel(name);
+  if (!e) {
+    std::string list;
+    for (const auto& n : kernel_names()) list += (list.empty() ? "" : ", ") + n;
+    throw UsageError("unknown kernel '" + name + "'; choose auto or one of: " + list);
+  }
+  return e->make(a, o);
+}
+
+}  // namespace spcg

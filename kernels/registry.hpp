@@ -1,0 +1,38 @@
+#pragma once
+// The single list of kernels. The CLI (--kernel), the benchmark and the tests all iterate it, so a new kernel is
+// one new .cu file plus one line in registry.cpp.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linear_operator.hpp"
+
+namespace spcg {
+
+enum class KernelFamily { spmv, spmm, baseline };
+
+struct KernelEntry {
+  std::string name;
+  KernelFamily family;
+  std::string description;
+  std::function<std::unique_ptr<LinearOperator>(const CsrMatrix&, const OperatorOptions&)> make;
+};
+
+const std::vector<KernelEntry>& kernel_registry();
+std::vector<std::string> kernel_names();                          // every entry, registry order
+std::vector<std::string> kernel_names(KernelFamily family);
+const KernelEntry* find_kernel(const std::string& name);
+// "auto" or a registry name; throws UsageError listing the names for anything else.
+std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a,
+                                              const OperatorOptions& options = {});
+
+// Auto-selection (auto_select.cpp): short list from statistics, optionally timed trials.
+std::unique_ptr<LinearOperator> make_auto_operator(const CsrMatrix& a, const OperatorOptions& options);
+
+}  // namespace spcg
+
+namespace spcg {
+// For reports: the kernel an operator really runs at block width k ("auto" resolves to its choice).
+std::string auto_choice(const LinearOperator& op, int k);
+}  // namespace spcg

@@ -1,0 +1,59 @@
+// spmm-cwm: coarse-grained warp merging (GE-SpMM, Huang et al., SC 2020) on top of row caching: each lane
+// computes 2 adjacent columns with one 16-byte load of X per sparse entry, so a group of G = pow2 >= K/2
+// lanes covers a row of X and the sparse entries are reused across twice as many columns per load.
+#include "kernel_factories.hpp"
+#include "spmm_common.cuh"
+
+namespace spcg {
+namespace {
+
+struct CwmTuning {
+  static constexpr int columns_per_lane = 2;
+  static constexpr int max_passes = 2;  // 128 / (32 * 2)
+};
+
+template <int G>
+__global__ void __launch_bounds__(SpmmTuning::threads)
+    spmm_cwm_kernel(int rows, int K, int ld, bool vec2, const int* __restrict__ row_ptr, const int* __restrict__ col,
+                    const double* __restrict__ val, const double* __restrict__ X, double alpha, double beta,
+                    double* __restrict__ Y) {
+  const int row = static_cast<int>((int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / G);
+  if (row >= rows) return;
+  double acc[CwmTuning::max_passes * CwmTuning::columns_per_lane] = {};
+  dev::spmm_accumulate<G, CwmTuning::columns_per_lane, CwmTuning::max_passes>(row_ptr[row], row_ptr[row + 1], col, val,
+                                                                               X, ld, K, vec2, acc);
+  dev::spmm_store<G, CwmTuning::columns_per_lane, CwmTuning::max_passes>(Y + int64_t{row} * ld, K, alpha, beta, acc);
+}
+
+class SpmmCwm final : public SpmmOperator {
+ public:
+  SpmmCwm(const CsrMatrix& a) : SpmmOperator(a) {
+    info_.format = "csr";
+    csr_ = upload_csr(a, info_);
+  }
+  std::string name() const override { return "spmm-cwm"; }
+
+ protected:
+  void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
+    const int g = spmm_group_width(K, CwmTuning::columns_per_lane);
+    const bool vec2 = ld % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    dispatch_group_width(g, [&](auto gc) {
+      constexpr int G = decltype(gc)::value;
+      const int64_t blocks = (int64_t{rows_} * G + SpmmTuning::threads - 1) / SpmmTuning::threads;
+      spmm_cwm_kernel<G><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
+          rows_, K, ld, vec2, csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y);
+    });
+    CHECK_LAUNCH("spmm-cwm");
+  }
+
+ private:
+  DeviceCsr csr_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearOperator> make_spmm_cwm(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<SpmmCwm>(a);
+}
+
+}  // namespace spcg

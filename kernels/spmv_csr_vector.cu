@@ -1,0 +1,102 @@
+// csr-vector: a sub-warp of W lanes per row; lanes stride the row together (coalesced) and reduce with
+// shuffles. W = largest power of two <= mean nnz/row, capped at 32 (the heuristic of AMD's "SpMV on GPUs"
+// lab note, after Bell & Garland 2009's one-warp-per-row CSR-vector). Grid-stride over row groups so the
+// fused-dot epilogue has a bounded number of block partials.
+#include <algorithm>
+
+#include "device_formats.hpp"
+#include "device_utils.cuh"
+#include "kernel_factories.hpp"
+
+namespace spcg {
+namespace {
+
+struct CsrVectorTuning {
+  static constexpr int threads = 256;
+  static constexpr int blocks_per_sm = 16;
+};
+
+template <int W, bool WithDot>
+__global__ void __launch_bounds__(CsrVectorTuning::threads)
+    csr_vector_kernel(int rows, const int* __restrict__ row_ptr, const int* __restrict__ col,
+                      const double* __restrict__ val, const double* __restrict__ x, int ld, double alpha,
+                      double beta, double* __restrict__ y, DotSink sink) {
+  const int lane = threadIdx.x & (W - 1);
+  const int64_t group = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / W;
+  const int64_t groups = int64_t{gridDim.x} * blockDim.x / W;
+  // The loop bound is uniform across the warp (shuffles need every lane), so a lane past the last row idles.
+  const int64_t first_of_warp = group - (threadIdx.x & 31) / W;
+  double dot = 0;
+  for (int64_t g0 = first_of_warp; g0 < rows; g0 += groups) {
+    const int64_t row = g0 + (threadIdx.x & 31) / W;
+    const bool active = row < rows;
+    const int begin = active ? row_ptr[row] : 0, end = active ? row_ptr[row + 1] : 0;
+    double sum = 0;
+    for (int p = begin + lane; p < end; p += W)
+      sum += dev::load_stream(val + p) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + p)) * ld);
+    sum = dev::warp_sum<W>(sum);
+    if (active && lane == 0) {
+      dev::store_y(y + row * ld, alpha, sum, beta);
+      if (WithDot) dot += x[row] * (alpha * sum);
+    }
+  }
+  if (WithDot) dev::dot_epilogue(sink, dot);
+}
+
+int vector_width(double mean) {
+  int w = 1;
+  while (w * 2 <= mean && w < 32) w *= 2;
+  return w;
+}
+
+class CsrVector final : public SpmvOperator {
+ public:
+  CsrVector(const CsrMatrix& a) : SpmvOperator(a), width_(vector_width(a.rows ? double(a.nnz()) / a.rows : 1)) {
+    info_.format = "csr";
+    info_.reason = "sub-warp width " + std::to_string(width_);
+    csr_ = upload_csr(a, info_);
+  }
+  std::string name() const override { return "csr-vector"; }
+  double bytes_per_apply(int k) const override { return csr_bytes_model(rows_, nnz_, 1) * k; }
+  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
+    if (rows_ == 0 || nnz_ == 0 || rows_ != cols_) return false;
+    if (launch<true>(1.0, x, 0.0, y, 1, sink, s) > sink.capacity) throw Error("csr-vector: dot sink too small");
+    return true;
+  }
+
+ protected:
+  void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
+    launch<false>(alpha, x, beta, y, ld, DotSink{}, s);
+  }
+
+ private:
+  template <bool WithDot>
+  int launch(double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink, cudaStream_t s) const {
+    int blocks = grid_stride_blocks(int64_t{rows_} * width_, CsrVectorTuning::threads, CsrVectorTuning::blocks_per_sm);
+    if (WithDot) blocks = std::min(blocks, sink.capacity);
+    auto args = [&](auto kernel) {
+      kernel<<<blocks, CsrVectorTuning::threads, 0, s>>>(rows_, csr_.row_ptr.data(), csr_.col_idx.data(),
+                                                         csr_.values.data(), x, ld, alpha, beta, y, sink);
+    };
+    switch (width_) {
+      case 1: args(csr_vector_kernel<1, WithDot>); break;
+      case 2: args(csr_vector_kernel<2, WithDot>); break;
+      case 4: args(csr_vector_kernel<4, WithDot>); break;
+      case 8: args(csr_vector_kernel<8, WithDot>); break;
+      case 16: args(csr_vector_kernel<16, WithDot>); break;
+      default: args(csr_vector_kernel<32, WithDot>); break;
+    }
+    CHECK_LAUNCH("csr-vector");
+    return blocks;
+  }
+  int width_;
+  DeviceCsr csr_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearOperator> make_csr_vector(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<CsrVector>(a);
+}
+
+}  // namespace spcg

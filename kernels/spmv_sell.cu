@@ -1,0 +1,103 @@
+// sell / sell-sorted: SELL-C-sigma (Kreutzer, Hager, Wellein, Fehske, Bishop, "A unified sparse matrix data
+// format for efficient general sparse matrix-vector multiplication on modern processors with wide SIMD
+// units", SIAM J. Sci. Comput. 2014), C = 32 = one warp per slice, lane = row of the slice. Each step of the
+// inner loop is one 256-byte coalesced load of values and one 128-byte load of columns; the loop is unrolled
+// so several of those are in flight. `sell` keeps the row order (sigma = 1); `sell-sorted` sorts rows by
+// length inside windows of sigma = 1024 rows so a slice's rows have similar lengths (less padding).
+#include <algorithm>
+
+#include "device_formats.hpp"
+#include "device_utils.cuh"
+#include "kernel_factories.hpp"
+
+namespace spcg {
+namespace {
+
+struct SellTuning {
+  static constexpr int slice_height = 32;  // one warp
+  static constexpr int threads = 256;      // 8 slices per block
+  static constexpr int blocks_per_sm = 16;
+  static constexpr int sorted_sigma = 1024;
+  static constexpr double max_fill = 3.0;
+};
+
+template <bool Permuted, bool WithDot>
+__global__ void __launch_bounds__(SellTuning::threads)
+    sell_kernel(int rows, int slices, const int64_t* __restrict__ slice_ptr, const int* __restrict__ slice_width,
+                const int* __restrict__ perm, const int* __restrict__ col, const double* __restrict__ val,
+                const double* __restrict__ x, int ld, double alpha, double beta, double* __restrict__ y, DotSink sink) {
+  constexpr int C = SellTuning::slice_height;
+  const int lane = threadIdx.x & (C - 1);
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / C;
+  double dot = 0;
+  for (int64_t slice = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / C; slice < slices; slice += warps) {
+    const int64_t pos = slice * C + lane;
+    const int64_t base = slice_ptr[slice] + lane;
+    const int width = slice_width[slice];
+    double sum = 0;
+#pragma unroll 8
+    for (int k = 0; k < width; ++k) {
+      const int64_t at = base + int64_t{k} * C;
+      sum += dev::load_stream(val + at) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + at)) * ld);
+    }
+    if (pos < rows) {
+      const int64_t row = Permuted ? perm[pos] : pos;
+      dev::store_y(y + row * ld, alpha, sum, beta);
+      if (WithDot) dot += x[row] * (alpha * sum);
+    }
+  }
+  if (WithDot) dev::dot_epilogue(sink, dot);
+}
+
+class Sell final : public SpmvOperator {
+ public:
+  Sell(const CsrMatrix& a, int sigma, std::string name) : SpmvOperator(a), name_(std::move(name)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    SellMatrix s = csr_to_sell(a, SellTuning::slice_height, sigma, SellTuning::max_fill);
+    info_.convert_ms = elapsed_ms(t0);
+    info_.format = "sell-32-" + std::to_string(sigma);
+    permuted_ = !s.perm.empty();
+    sell_ = upload_sell(s, info_);
+  }
+  std::string name() const override { return name_; }
+  double bytes_per_apply(int k) const override {
+    return (12.0 * double(sell_.stored) + 16.0 * rows_ + (permuted_ ? 4.0 * rows_ : 0) + 12.0 * sell_.slices) * k;
+  }
+  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
+    if (rows_ != cols_) return false;
+    launch<true>(1.0, x, 0.0, y, 1, sink, s);
+    return true;
+  }
+
+ protected:
+  void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
+    launch<false>(alpha, x, beta, y, ld, DotSink{}, s);
+  }
+
+ private:
+  template <bool WithDot>
+  void launch(double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink, cudaStream_t s) const {
+    int blocks = grid_stride_blocks(int64_t{sell_.slices} * SellTuning::slice_height, SellTuning::threads,
+                                    SellTuning::blocks_per_sm);
+    if (WithDot) blocks = std::min(blocks, sink.capacity);
+    auto kernel = permuted_ ? sell_kernel<true, WithDot> : sell_kernel<false, WithDot>;
+    kernel<<<blocks, SellTuning::threads, 0, s>>>(rows_, sell_.slices, sell_.slice_ptr.data(), sell_.slice_width.data(),
+                                                  sell_.perm.data(), sell_.col_idx.data(), sell_.values.data(), x, ld,
+                                                  alpha, beta, y, sink);
+    CHECK_LAUNCH("sell");
+  }
+  std::string name_;
+  bool permuted_ = false;
+  DeviceSell sell_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearOperator> make_sell(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<Sell>(a, 1, "sell");
+}
+std::unique_ptr<LinearOperator> make_sell_sorted(const CsrMatrix& a, const OperatorOptions&) {
+  return std::make_unique<Sell>(a, SellTuning::sorted_sigma, "sell-sorted");
+}
+
+}  // namespace spcg

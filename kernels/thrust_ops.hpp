@@ -1,0 +1,14 @@
+#pragma once
+// The plain Thrust vector operations: the reference path of the solvers (--vector-ops thrust). Each call is
+// one Thrust algorithm; dot products return to the host (a synchronisation per call).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace spcg {
+double thrust_dot(const double* a, const double* b, int64_t n, cudaStream_t s);
+void thrust_axpy(double a, const double* x, double* y, int64_t n, cudaStream_t s);   // y += a x
+void thrust_xpby(const double* x, double b, double* y, int64_t n, cudaStream_t s);   // y = x + b y
+void thrust_mul(const double* d, const double* x, double* y, int64_t n, cudaStream_t s);  // y = d .* x
+void thrust_copy(const double* x, double* y, int64_t n, cudaStream_t s);
+}  // namespace spcg

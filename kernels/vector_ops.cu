@@ -1,0 +1,422 @@
+// Vector kernels of the solvers. Work mapping: grid-stride loops over a fixed grid of reduction_blocks(n)
+// blocks, so per-block partial sums have a fixed count and order; the last block to finish combines them in
+// index order (deterministic, one launch per fused step). Bytes per call are in the solver's report.
+#include <algorithm>
+#include <cmath>
+
+#include "device_utils.cuh"
+#include "vector_ops.hpp"
+
+namespace spcg {
+namespace {
+
+struct VectorTuning {
+  static constexpr int threads = 256;
+  static constexpr int blocks_per_sm = 8;
+  static constexpr int max_width = 128;  // column sums per block (multi-cg k)
+};
+
+__global__ void scale_kernel(double beta, double* __restrict__ y, size_t count) {
+  for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x)
+    y[i] = beta == 0.0 ? 0.0 : beta * y[i];
+}
+
+// Block sums of W values (thread 0 gets them), then the last block combines partials in order into out[0..W).
+template <int W>
+__device__ bool multi_epilogue(double* partials, unsigned* counter, double (&v)[W], double* out) {
+  __shared__ bool is_last;
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    const double s = dev::block_sum(v[w]);
+    if (threadIdx.x == 0) partials[blockIdx.x * W + w] = s;
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return false;
+  __threadfence();
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    double s = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) s += __ldcg(partials + b * W + w);
+    s = dev::block_sum(s);
+    if (threadIdx.x == 0) out[w] = s;
+  }
+  if (threadIdx.x == 0) *counter = 0;
+  __syncthreads();
+  return true;
+}
+
+__global__ void dot_kernel(const double* __restrict__ a, const double* __restrict__ b, int64_t n, DotSink sink) {
+  double v = 0;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    v += a[i] * b[i];
+  dev::dot_epilogue(sink, v);
+}
+
+__device__ void set_status(CgScalars* s, double rr) {
+  if (s->history && s->iteration < s->history_capacity) s->history[s->iteration] = rr;
+  if (!isfinite(rr)) s->status = kNonFinite;
+  else if (rr <= s->tol2) s->status = kConverged;
+  else if (s->iteration >= s->max_iterations) s->status = kMaxIterations;
+  s->done = s->status != kRunning;
+}
+
+__global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ dinv,
+                                double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
+                                unsigned* counter) {
+  double v[2] = {0, 0};
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const double ri = r[i], zi = dinv ? dinv[i] * ri : ri;
+    if (dinv) z[i] = zi;
+    p[i] = zi;
+    v[0] += ri * ri;
+    v[1] += ri * zi;
+  }
+  double out[2];
+  if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
+    s->rr = out[0];
+    s->rz = out[1];
+    s->iteration = 0;
+    s->status = kRunning;
+    set_status(s, out[0]);
+  }
+}
+
+__global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* __restrict__ r, const double* __restrict__ p,
+                                    const double* __restrict__ q, const double* __restrict__ dinv, double* __restrict__ z,
+                                    CgScalars* s, double* partials, unsigned* counter) {
+  if (*(volatile int*)&s->done) return;
+  const double pq = s->pq, rz = s->rz;
+  const double alpha = rz / pq;
+  if (!(pq > 0) || !isfinite(alpha)) {  // p'Ap <= 0: not SPD (or NaN): stop, never update with it
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      s->status = isfinite(pq) ? kBreakdown : kNonFinite;
+      s->done = 1;
+    }
+    return;
+  }
+  double v[2] = {0, 0};
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = fma(alpha, p[i], x[i]);
+    const double ri = fma(-alpha, q[i], r[i]);
+    r[i] = ri;
+    const double zi = dinv ? dinv[i] * ri : ri;
+    if (dinv) z[i] = zi;
+    v[0] += ri * ri;
+    v[1] += ri * zi;
+  }
+  double out[2];
+  if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
+    s->beta = out[1] / rz;
+    s->rz = out[1];
+    s->rr = out[0];
+    s->iteration += 1;
+    set_status(s, out[0]);
+  }
+}
+
+__global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const double* __restrict__ z, const CgScalars* s) {
+  if (*(volatile const int*)&s->done) return;
+  const double beta = s->beta;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = fma(beta, p[i], z[i]);
+}
+
+// ---- block (multi-cg) forms: thread t of a row-stride loop handles entry (i, j) = (t / k, t % k). ----
+// Column sums: each block accumulates k partial sums in shared memory (atomic-free: one owner per column slot).
+template <int MaxK>
+__device__ bool column_epilogue(double* partials, unsigned* counter, int k, double* smem, double* out) {
+  // smem holds blockDim.x values; thread t contributed to column t % k (blockDim.x is a multiple of k).
+  __shared__ bool is_last;
+  __syncthreads();
+  if (threadIdx.x < k) {
+    double sum = 0;
+    for (int t = threadIdx.x; t < blockDim.x; t += k) sum += smem[t];
+    partials[int64_t{blockIdx.x} * k + threadIdx.x] = sum;
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return false;
+  __threadfence();
+  if (threadIdx.x < k) {
+    double sum = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * k + threadIdx.x);
+    out[threadIdx.x] = sum;
+  }
+  if (threadIdx.x == 0) *counter = 0;
+  __syncthreads();
+  return true;
+}
+
+// Threads per block for the block kernels: a multiple of k, at most 1024 (k <= 128 -> >= 128 threads).
+inline int block_threads(int k) { return std::max(1, 1024 / k) * k; }
+
+__global__ void column_dots_kernel(int64_t n, int k, const double* __restrict__ a, const double* __restrict__ b,
+                                   double* partials, unsigned* counter, double* out) {
+  extern __shared__ double smem[];
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double v = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += a[t] * b[t];
+  smem[threadIdx.x] = v;
+  column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out);
+}
+
+__global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
+                                      double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
+                                      unsigned* counter) {
+  extern __shared__ double smem[];
+  double* s_rr = smem;
+  double* s_rz = smem + blockDim.x;
+  __shared__ double rr[VectorTuning::max_width], rz[VectorTuning::max_width];
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double vrr = 0, vrz = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const double ri = r[t], zi = dinv ? dinv[t / k] * ri : ri;
+    if (dinv) z[t] = zi;
+    p[t] = zi;
+    vrr += ri * ri;
+    vrz += ri * zi;
+  }
+  s_rr[threadIdx.x] = vrr;
+  s_rz[threadIdx.x] = vrz;
+  // Two column reductions share the partial buffer: columns [0, k) are rr, [k, 2k) are rz.
+  __syncthreads();
+  if (threadIdx.x < 2 * k) {
+    const double* src = threadIdx.x < k ? s_rr : s_rz;
+    const int col = threadIdx.x % k;
+    double sum = 0;
+    for (int t = col; t < blockDim.x; t += k) sum += src[t];
+    partials[int64_t{blockIdx.x} * 2 * k + threadIdx.x] = sum;
+  }
+  __shared__ bool is_last;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  if (threadIdx.x < 2 * k) {
+    double sum = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * 2 * k + threadIdx.x);
+    (threadIdx.x < k ? rr : rz)[threadIdx.x % k] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < k) {
+    CgScalars* c = s + threadIdx.x;
+    c->rr = rr[threadIdx.x];
+    c->rz = rz[threadIdx.x];
+    c->iteration = 0;
+    c->status = kRunning;
+    set_status(c, c->rr);
+  }
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+__global__ void multi_cg_pq_kernel(int64_t n, int k, const double* __restrict__ p, const double* __restrict__ q,
+                                   CgScalars* s, double* partials, unsigned* counter) {
+  extern __shared__ double smem[];
+  __shared__ double out[VectorTuning::max_width];
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double v = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += p[t] * q[t];
+  smem[threadIdx.x] = v;
+  if (column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) && threadIdx.x < k)
+    s[threadIdx.x].pq = out[threadIdx.x];
+}
+
+__global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__ x, double* __restrict__ r,
+                                          const double* __restrict__ p, const double* __restrict__ q,
+                                          const double* __restrict__ dinv, double* __restrict__ z, CgScalars* s,
+                                          double* partials, unsigned* counter) {
+  extern __shared__ double smem[];
+  double* s_rr = smem;
+  double* s_rz = smem + blockDim.x;
+  __shared__ double alpha[VectorTuning::max_width];
+  __shared__ int active[VectorTuning::max_width];
+  if (threadIdx.x < k) {
+    CgScalars* c = s + threadIdx.x;
+    const double a = c->rz / c->pq;
+    const bool ok = !c->done && c->pq > 0 && isfinite(a);
+    active[threadIdx.x] = ok;
+    alpha[threadIdx.x] = ok ? a : 0.0;
+  }
+  __syncthreads();
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double vrr = 0, vrz = 0;
+  const int col = threadIdx.x % k;  // fixed per thread: stride is a multiple of k
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    if (!active[col]) continue;  // converged / broken-down columns are frozen
+    const double a = alpha[col];
+    x[t] = fma(a, p[t], x[t]);
+    const double ri = fma(-a, q[t], r[t]);
+    r[t] = ri;
+    const double zi = dinv ? dinv[t / k] * ri : ri;
+    if (dinv) z[t] = zi;
+    vrr += ri * ri;
+    vrz += ri * zi;
+  }
+  s_rr[threadIdx.x] = vrr;
+  s_rz[threadIdx.x] = vrz;
+  __syncthreads();
+  if (threadIdx.x < 2 * k) {
+    const double* src = threadIdx.x < k ? s_rr : s_rz;
+    double sum = 0;
+    for (int t = threadIdx.x % k; t < blockDim.x; t += k) sum += src[t];
+    partials[int64_t{blockIdx.x} * 2 * k + threadIdx.x] = sum;
+  }
+  __shared__ bool is_last;
+  __shared__ double red[2 * VectorTuning::max_width];
+  if (threadIdx.x == 0) {
+    __threadfence();
+    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  if (threadIdx.x < 2 * k) {
+    double sum = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * 2 * k + threadIdx.x);
+    red[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < k) {
+    CgScalars* c = s + threadIdx.x;
+    if (!c->done) {
+      if (!active[threadIdx.x]) {
+        c->status = isfinite(c->pq) ? kBreakdown : kNonFinite;
+        c->done = 1;
+      } else {
+        c->beta = red[k + threadIdx.x] / c->rz;
+        c->rz = red[k + threadIdx.x];
+        c->rr = red[threadIdx.x];
+        c->iteration += 1;
+        set_status(c, c->rr);
+      }
+    }
+  }
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+__global__ void multi_cg_update_p_kernel(int64_t n, int k, double* __restrict__ p, const double* __restrict__ z,
+                                         const CgScalars* s) {
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const CgScalars& c = s[t % k];
+    if (!c.done) p[t] = fma(c.beta, p[t], z[t]);
+  }
+}
+
+__global__ void row_scale_kernel(int64_t n, int k, const double* __restrict__ dinv, const double* __restrict__ x,
+                                 double* __restrict__ y) {
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) y[t] = dinv[t / k] * x[t];
+}
+
+int block_grid(int64_t n, int k) {
+  return grid_stride_blocks(n * k, block_threads(k), VectorTuning::blocks_per_sm / 2 + 1);
+}
+
+}  // namespace
+
+void launch_scale(double beta, double* y, size_t count, cudaStream_t s) {
+  if (count == 0) return;
+  if (beta == 1.0) return;
+  scale_kernel<<<grid_stride_blocks(static_cast<int64_t>(count), VectorTuning::threads), VectorTuning::threads, 0, s>>>(
+      beta, y, count);
+  CHECK_LAUNCH("scale");
+}
+
+int reduction_blocks(int64_t n) { return grid_stride_blocks(n, VectorTuning::threads, VectorTuning::blocks_per_sm); }
+
+ReductionWorkspace::ReductionWorkspace(int capacity_blocks, int values_per_block)
+    : partials(static_cast<size_t>(capacity_blocks) * values_per_block, "reduction partials"),
+      counter(1, "reduction counter"),
+      capacity(capacity_blocks),
+      width(values_per_block) {
+  CHECK_CUDA(cudaMemset(counter.data(), 0, sizeof(unsigned)));
+}
+
+DotSink ReductionWorkspace::sink(double* result) const {
+  return DotSink{const_cast<double*>(partials.data()), const_cast<unsigned*>(counter.data()), result, capacity};
+}
+
+void launch_dot(const double* a, const double* b, int64_t n, const ReductionWorkspace& ws, double* result, cudaStream_t s) {
+  const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+  dot_kernel<<<blocks, VectorTuning::threads, 0, s>>>(a, b, n, ws.sink(result));
+  CHECK_LAUNCH("dot");
+}
+
+void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
+                     const ReductionWorkspace& ws, cudaStream_t stream) {
+  const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+  cg_start_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()),
+                                                                const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("cg-start");
+}
+
+void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const double* q, const double* dinv, double* z,
+                         CgScalars* sc, const ReductionWorkspace& ws, cudaStream_t stream) {
+  const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+  cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
+      n, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("update-xr");
+}
+
+void launch_cg_update_p(int64_t n, double* p, const double* z, const CgScalars* sc, cudaStream_t stream) {
+  cg_update_p_kernel<<<reduction_blocks(std::max<int64_t>(n, 1)), VectorTuning::threads, 0, stream>>>(n, p, z, sc);
+  CHECK_LAUNCH("update-p");
+}
+
+void launch_column_dots(int64_t n, int k, const double* a, const double* b, const ReductionWorkspace& ws, double* out,
+                        cudaStream_t s) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  column_dots_kernel<<<blocks, threads, threads * sizeof(double), s>>>(
+      n, k, a, b, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), out);
+  CHECK_LAUNCH("column-dots");
+}
+
+void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
+                           const ReductionWorkspace& ws, cudaStream_t stream) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("multi-cg-start");
+}
+
+void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgScalars* sc, const ReductionWorkspace& ws,
+                        cudaStream_t stream) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_pq_kernel<<<blocks, threads, threads * sizeof(double), stream>>>(
+      n, k, p, q, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("multi-cg-pq");
+}
+
+void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
+                               const double* dinv, double* z, CgScalars* sc, const ReductionWorkspace& ws,
+                               cudaStream_t stream) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("multi-cg-update-xr");
+}
+
+void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* sc, cudaStream_t stream) {
+  const int threads = block_threads(k);
+  multi_cg_update_p_kernel<<<block_grid(n, k), threads, 0, stream>>>(n, k, p, z, sc);
+  CHECK_LAUNCH("multi-cg-update-p");
+}
+
+void launch_row_scale(int64_t n, int k, const double* dinv, const double* x, double* y, cudaStream_t s) {
+  if (n == 0 || k == 0) return;
+  row_scale_kernel<<<block_grid(n, k), block_threads(k), 0, s>>>(n, k, dinv, x, y);
+  CHECK_LAUNCH("row-scale");
+}
+
+}  // namespace spcg

@@ -1,0 +1,72 @@
+#pragma once
+// Vector kernels for the solvers: deterministic dot products and the fused CG updates that keep the scalars on
+// the device (no host synchronisation per iteration). Block (n x k, row-major) variants serve multi-cg.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "blas1.hpp"
+#include "device_array.hpp"
+#include "linear_operator.hpp"
+
+namespace spcg {
+
+// Scalars of one CG recurrence, resident on the device.
+struct CgScalars {
+  double rz = 0;      // r . z (z = M^-1 r; z = r without a preconditioner)
+  double rr = 0;      // r . r  (stopping test uses the unpreconditioned residual)
+  double pq = 0;      // p . A p
+  double beta = 0;
+  double tol2 = 0;    // stop when rr <= tol2
+  int iteration = 0;
+  int max_iterations = 0;
+  int done = 0;       // set once status != running; every later update is a no-op
+  int status = 0;     // CgStatus
+  double* history = nullptr;  // rr after each iteration, when not null
+  int history_capacity = 0;
+};
+enum CgStatus : int { kRunning = 0, kConverged = 1, kMaxIterations = 2, kBreakdown = 3, kNonFinite = 4 };
+
+// Reduction workspace: partials for up to `capacity` blocks (x `width` values) plus results.
+struct ReductionWorkspace {
+  DeviceArray<double> partials;
+  DeviceArray<unsigned int> counter;
+  int capacity = 0, width = 0;
+  ReductionWorkspace() = default;
+  ReductionWorkspace(int capacity_blocks, int values_per_block);
+  DotSink sink(double* result) const;
+};
+int reduction_blocks(int64_t n);  // the grid size the fused vector kernels use
+
+// result = a . b (deterministic: fixed grid, fixed-order combine).
+void launch_dot(const double* a, const double* b, int64_t n, const ReductionWorkspace& ws, double* result, cudaStream_t s);
+
+// Start of CG: z = dinv .* r (or z = r), p = z, s.rz = r.z, s.rr = r.r, status by tolerance.
+void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
+                     const ReductionWorkspace& ws, cudaStream_t stream);
+// alpha = rz / pq; x += alpha p; r -= alpha q; z = dinv .* r; rr, rz reduced; beta = rz_new / rz; status.
+void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const double* q, const double* dinv, double* z,
+                         CgScalars* s, const ReductionWorkspace& ws, cudaStream_t stream);
+// p = z + beta p (z = r without a preconditioner).
+void launch_cg_update_p(int64_t n, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
+
+// Block forms (n x k row-major), one CG recurrence per column, scalars in arrays of k.
+struct MultiCgScalars {
+  DeviceArray<CgScalars> s;  // k entries
+};
+void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
+                           const ReductionWorkspace& ws, cudaStream_t stream);
+void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgScalars* s, const ReductionWorkspace& ws,
+                        cudaStream_t stream);
+void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
+                               const double* dinv, double* z, CgScalars* s, const ReductionWorkspace& ws,
+                               cudaStream_t stream);
+void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
+
+// out[j] = sum_i a(i, j) * b(i, j) for n x k row-major blocks (deterministic).
+void launch_column_dots(int64_t n, int k, const double* a, const double* b, const ReductionWorkspace& ws, double* out,
+                        cudaStream_t s);
+// y = a .* x elementwise (Jacobi), over count entries where a is indexed by row (count = n * k, row = i / k).
+void launch_row_scale(int64_t n, int k, const double* dinv, const double* x, double* y, cudaStream_t s);
+
+}  // namespace spcg

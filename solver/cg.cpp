@@ -1,0 +1,179 @@
+// Conjugate gradients (Hestenes & Stiefel 1952), optionally Jacobi-preconditioned, on the operator interface.
+// Fused path: scalars stay on the device, three launches per iteration, the residual read every few iterations;
+// Thrust path: one Thrust algorithm per vector step with host scalars (the reference).
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "iteration_runner.hpp"
+#include "solver.hpp"
+#include "thrust_ops.hpp"
+#include "vector_ops.hpp"
+
+namespace spcg {
+namespace {
+
+double wall_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+ColumnStatus from_device_status(int status) {
+  switch (status) {
+    case kConverged: return ColumnStatus::converged;
+    case kMaxIterations: return ColumnStatus::max_iterations;
+    case kBreakdown: return ColumnStatus::breakdown;
+    case kNonFinite: return ColumnStatus::non_finite;
+    default: return ColumnStatus::running;
+  }
+}
+
+namespace {
+
+// One right-hand side; b and x are contiguous n-vectors on the device.
+void cg_single(const LinearOperator& A, const double* dinv, const double* b, double* x, const SolveOptions& o,
+               cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
+  const int64_t n = A.rows();
+  const double spmv_bytes = A.bytes_per_apply(1);
+  DeviceArray<double> r(n, "CG residual"), p(n, "CG direction"), q(n, "CG A*p"), z(dinv ? n : 0, "CG z");
+  double* zr = dinv ? z.data() : r.data();  // z = r without a preconditioner
+  const double update_bytes = (dinv ? 64.0 : 48.0) * n;
+
+  // r = b - A x
+  timer.run("residual", spmv_bytes + 16.0 * n, [&] {
+    CHECK_CUDA(cudaMemcpyAsync(r.data(), b, n * sizeof(double), cudaMemcpyDeviceToDevice, s));
+    A.apply(-1.0, x, 1.0, r.data(), 1, s);
+  });
+  ++res.operator_applies, ++res.operator_columns;
+  const double tol = mon.tolerance(column);
+
+  if (o.vector_ops == "thrust") {
+    auto dot = [&](const char* name, const double* u, const double* v) {
+      double d = 0;
+      timer.run(name, 16.0 * n, [&] { d = thrust_dot(u, v, n, s); });
+      return d;
+    };
+    if (dinv) timer.run("precond", 24.0 * n, [&] { thrust_mul(dinv, r.data(), z.data(), n, s); });
+    timer.run("copy", 16.0 * n, [&] { thrust_copy(zr, p.data(), n, s); });
+    double rz = dot("dot", r.data(), zr), rr = dinv ? dot("dot", r.data(), r.data()) : rz;
+    int it = 0;
+    if (mon.observe(column, it, std::sqrt(rr))) return;
+    while (true) {
+      timer.run("spmv", spmv_bytes, [&] { A.apply(1.0, p.data(), 0.0, q.data(), 1, s); });
+      ++res.operator_applies, ++res.operator_columns;
+      const double pq = dot("dot", p.data(), q.data());                  // p' A p
+      if (!(pq > 0) || !std::isfinite(rz / pq)) {                         // not SPD (or NaN): stop honestly
+        mon.finish(column, std::isfinite(pq) ? ColumnStatus::breakdown : ColumnStatus::non_finite, it);
+        return;
+      }
+      const double alpha = rz / pq;                                       // alpha = r'z / p'Ap
+      timer.run("axpy", 24.0 * n, [&] { thrust_axpy(alpha, p.data(), x, n, s); });          // x += alpha p
+      timer.run("axpy", 24.0 * n, [&] { thrust_axpy(-alpha, q.data(), r.data(), n, s); });  // r -= alpha A p
+      if (dinv) timer.run("precond", 24.0 * n, [&] { thrust_mul(dinv, r.data(), z.data(), n, s); });  // z = M^-1 r
+      const double rz_new = dot("dot", r.data(), zr);
+      rr = dinv ? dot("dot", r.data(), r.data()) : rz_new;
+      ++it;
+      if (mon.observe(column, it, std::sqrt(rr))) return;
+      timer.run("xpby", 24.0 * n, [&] { thrust_xpby(zr, rz_new / rz, p.data(), n, s); });  // p = z + beta p
+      rz = rz_new;
+    }
+  }
+
+  // Fused path.
+  ReductionWorkspace ws(reduction_blocks(n), 2);
+  DeviceArray<CgScalars> dsc(1, "CG scalars");
+  DeviceArray<double> history(o.keep_history ? o.stop.max_iterations + 1 : 0, "residual history");
+  CgScalars hsc{};
+  hsc.tol2 = tol * tol;
+  hsc.max_iterations = o.stop.max_iterations;
+  hsc.history = history.data();
+  hsc.history_capacity = static_cast<int>(history.size());
+  CHECK_CUDA(cudaMemcpyAsync(dsc.data(), &hsc, sizeof hsc, cudaMemcpyHostToDevice, s));
+  timer.run("cg-start", (dinv ? 40.0 : 24.0) * n, [&] { launch_cg_start(n, r.data(), dinv, z.data(), p.data(), dsc.data(), ws, s); });
+
+  const bool use_graph = o.graph == "on" || (o.graph == "auto" && !timer.enabled());
+  IterationRunner runner(s, use_graph, timer);
+  res.used_graph = use_graph;
+  const int batch = std::max(1, o.monitor_every > 0 ? std::min(o.check_every, o.monitor_every) : o.check_every);
+  bool fused_dot = true;
+  auto iteration = [&](KernelTimer& t) {
+    // q = A p, with p'q fused into the kernel's epilogue where the kernel has one
+    t.run("spmv", spmv_bytes, [&] {
+      fused_dot = A.apply_with_dot(p.data(), q.data(), ws.sink(&dsc.data()->pq), s);
+      if (!fused_dot) A.apply(1.0, p.data(), 0.0, q.data(), 1, s);
+    });
+    if (!fused_dot) t.run("dot", 16.0 * n, [&] { launch_dot(p.data(), q.data(), n, ws, &dsc.data()->pq, s); });
+    // alpha = r'z / p'q; x += alpha p; r -= alpha q; z = M^-1 r; rr, rz; beta = rz_new / rz
+    t.run("update-xr", update_bytes, [&] { launch_cg_update_xr(n, x, r.data(), p.data(), q.data(), dinv, z.data(), dsc.data(), ws, s); });
+    // p = z + beta p
+    t.run("update-p", 24.0 * n, [&] { launch_cg_update_p(n, p.data(), zr, dsc.data(), s); });
+  };
+  int last_reported = -1;
+  while (true) {
+    CHECK_CUDA(cudaMemcpyAsync(&hsc, dsc.data(), sizeof hsc, cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    timer.collect();
+    if (hsc.iteration != last_reported) {
+      mon.observe(column, hsc.iteration, std::sqrt(hsc.rr));
+      last_reported = hsc.iteration;
+    }
+    if (hsc.done) break;
+    runner.run([&](KernelTimer& t) {
+      for (int i = 0; i < batch; ++i) iteration(t);
+    });
+    res.operator_applies += batch, res.operator_columns += batch;
+  }
+  // (operator_applies counts what ran: the SpMVs of a batch after convergence ran too, as no-op iterations.)
+  if (mon.status(column) == ColumnStatus::running)
+    mon.finish(column, hsc.status == kConverged ? ColumnStatus::converged : from_device_status(hsc.status), hsc.iteration);
+  if (o.keep_history && hsc.iteration > 0) {
+    std::vector<double> h = history.download();
+    auto& hist = const_cast<std::vector<std::vector<std::pair<int, double>>>&>(mon.history());
+    hist[column].clear();
+    for (int i = 0; i <= std::min<int>(hsc.iteration, static_cast<int>(h.size()) - 1); ++i)
+      hist[column].emplace_back(i, std::sqrt(h[i]));
+  }
+}
+
+}  // namespace
+
+SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+                     const SolveOptions& o, cudaStream_t) {
+  CudaStream stream;
+  SolveResult res;
+  res.solver = "cg";
+  const int k = B.cols;
+  const int64_t n = B.rows;
+  const std::vector<double> bn = column_norms(B, stream);
+  Monitor mon(o.stop, bn, o.monitor_every, o.keep_history);
+  KernelTimer timer(o.time_kernels, stream);
+  DeviceArray<double> bcol(k > 1 ? n : 0, "column of B"), xcol(k > 1 ? n : 0, "column of X");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int j = 0; j < k; ++j) {
+    NvtxRange range("cg-column");
+    if (k == 1) {
+      cg_single(A, dinv, B.data(), X.data(), o, stream, timer, mon, 0, res);
+      continue;
+    }
+    // Columns of the row-major blocks are strided: gather, solve, scatter.
+    CHECK_CUDA(cudaMemcpy2DAsync(bcol.data(), sizeof(double), B.data() + j, k * sizeof(double), sizeof(double), n,
+                                 cudaMemcpyDeviceToDevice, stream));
+    CHECK_CUDA(cudaMemcpy2DAsync(xcol.data(), sizeof(double), X.data() + j, k * sizeof(double), sizeof(double), n,
+                                 cudaMemcpyDeviceToDevice, stream));
+    cg_single(A, dinv, bcol.data(), xcol.data(), o, stream, timer, mon, j, res);
+    CHECK_CUDA(cudaMemcpy2DAsync(X.data() + j, k * sizeof(double), xcol.data(), sizeof(double), sizeof(double), n,
+                                 cudaMemcpyDeviceToDevice, stream));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  timer.collect();
+  res.solve_ms = wall_ms(t0);
+  res.kernels = timer.stats();
+  if (timer.enabled()) res.timing_overhead_ms = timer.events_recorded() * event_overhead_ms();
+  for (int j = 0; j < k; ++j)
+    res.columns.push_back({mon.status(j), mon.iterations(j), bn[j], mon.residual(j), 0});
+  res.history = mon.history();
+  return res;
+}
+
+}  // namespace spcg

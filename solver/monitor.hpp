@@ -1,0 +1,51 @@
+#pragma once
+// The monitor owns the stopping rules and the per-column status of a solve: ||r_j|| <= max(rtol ||b_j||, atol),
+// an iteration limit, and what happened to each column (converged, deflated, breakdown, ...), plus the
+// residual history and the --monitor progress lines.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spcg {
+
+enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite };
+const char* to_string(ColumnStatus s);
+
+struct StopRule {
+  double rtol = 1e-8;
+  double atol = 0;
+  int max_iterations = 10000;
+};
+
+class Monitor {
+ public:
+  Monitor(const StopRule& rule, const std::vector<double>& b_norms, int print_every = 0, bool keep_history = false);
+  double tolerance(int j) const { return tol_[j]; }
+  // Records column j's residual norm at `iteration`; returns true if the column is (now) finished.
+  bool observe(int j, int iteration, double residual_norm);
+  void finish(int j, ColumnStatus status, int iteration);  // breakdown, deflated, ...
+  void mark_deflated(int j) { deflated_[j] = true; }
+  bool all_done() const;
+  int columns() const { return static_cast<int>(tol_.size()); }
+  ColumnStatus status(int j) const { return status_[j]; }
+  int iterations(int j) const { return iterations_[j]; }
+  double residual(int j) const { return residual_[j]; }
+  bool was_deflated(int j) const { return deflated_[j]; }
+  const std::vector<std::vector<std::pair<int, double>>>& history() const { return history_; }
+  const StopRule& rule() const { return rule_; }
+  // Where --monitor lines go (stdout by default).
+  std::function<void(const std::string&)> print = nullptr;
+
+ private:
+  StopRule rule_;
+  std::vector<double> tol_, residual_;
+  std::vector<int> iterations_;
+  std::vector<ColumnStatus> status_;
+  std::vector<bool> deflated_;
+  int print_every_;
+  bool keep_history_;
+  std::vector<std::vector<std::pair<int, double>>> history_;
+};
+
+}  // namespace spcg

@@ -1,0 +1,41 @@
+#include <cmath>
+
+#include "solver.hpp"
+#include "vector_ops.hpp"
+
+namespace spcg {
+
+std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s) {
+  const int k = B.cols;
+  std::vector<double> out(k, 0.0);
+  if (B.rows == 0 || k == 0) return out;
+  ReductionWorkspace ws(reduction_blocks(int64_t{B.rows} * k), k);
+  DeviceArray<double> d(k, "column norms");
+  launch_column_dots(B.rows, k, B.data(), B.data(), ws, d.data(), s);
+  CHECK_CUDA(cudaMemcpyAsync(out.data(), d.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  for (double& v : out) v = std::sqrt(v);
+  return out;
+}
+
+std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlock& B, const DeviceBlock& X,
+                                        cudaStream_t s) {
+  DeviceBlock R(B.rows, B.cols, "true residual");
+  if (B.size()) CHECK_CUDA(cudaMemcpyAsync(R.data(), B.data(), B.size() * sizeof(double), cudaMemcpyDeviceToDevice, s));
+  A.apply(-1.0, X.data(), 1.0, R.data(), B.cols, s);
+  return column_norms(R, s);
+}
+
+SolveResult solve(const std::string& solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
+                  DeviceBlock& X, const SolveOptions& o, cudaStream_t s) {
+  SolveResult r;
+  if (solver == "cg") r = solve_cg(A, dinv, B, X, o, s);
+  else if (solver == "multi-cg") r = solve_multi_cg(A, dinv, B, X, o, s);
+  else if (solver == "block-cg") r = solve_block_cg(A, dinv, B, X, o, s);
+  else throw UsageError("unknown solver '" + solver + "'; choose cg, block-cg or multi-cg");
+  const std::vector<double> t = true_residual_norms(A, B, X, s);
+  for (size_t j = 0; j < r.columns.size(); ++j) r.columns[j].true_residual = t[j];
+  return r;
+}
+
+}  // namespace spcg

@@ -1,0 +1,69 @@
+#pragma once
+// Solvers over the operator interface: cg, multi-cg (k independent recurrences sharing one SpMM), block-cg
+// (breakdown-free block CG). They see only LinearOperator and device blocks, never the storage format.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "device_array.hpp"
+#include "kernel_timer.hpp"
+#include "linear_operator.hpp"
+#include "monitor.hpp"
+
+namespace spcg {
+
+struct SolveOptions {
+  StopRule stop;
+  std::string precond = "none";      // none | jacobi
+  std::string vector_ops = "fused";  // fused | thrust
+  int check_every = 8;               // fused path: iterations between host reads of the residual
+  std::string graph = "auto";        // auto | on | off: replay the fused iteration batch from a CUDA graph
+  bool time_kernels = true;          // per-kernel events (off: phases only)
+  bool deterministic = false;
+  int monitor_every = 0;             // --monitor N
+  bool keep_history = false;
+};
+
+struct ColumnResult {
+  ColumnStatus status = ColumnStatus::running;
+  int iterations = 0;
+  double b_norm = 0;
+  double recursive_residual = 0;  // the solver's own ||r||
+  double true_residual = 0;       // ||b - A x|| recomputed at the end
+};
+
+struct SolveResult {
+  std::string solver;
+  std::vector<ColumnResult> columns;
+  std::vector<KernelStat> kernels;
+  double solve_ms = 0;          // wall time of the iteration (device synchronised)
+  double timing_overhead_ms = 0;  // estimated device time added by the per-kernel events
+  int64_t operator_applies = 0;   // SpMV / SpMM calls
+  int64_t operator_columns = 0;   // sum of the block widths of those calls
+  bool used_graph = false;
+  std::vector<std::vector<std::pair<int, double>>> history;
+  bool all_converged() const;
+};
+
+// Inverse diagonal for Jacobi; throws InputError naming the first zero or negative diagonal entry.
+std::vector<double> jacobi_inverse_diagonal(const CsrMatrix& a);
+
+// X holds the initial guess on entry and the solution on exit (n x k, row-major). dinv: device inverse
+// diagonal (nullptr without a preconditioner). B must be finite (checked by the caller).
+SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+                     const SolveOptions& o, cudaStream_t s = 0);
+SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+                           const SolveOptions& o, cudaStream_t s = 0);
+SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+                           const SolveOptions& o, cudaStream_t s = 0);
+SolveResult solve(const std::string& solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
+                  DeviceBlock& X, const SolveOptions& o, cudaStream_t s = 0);
+
+// ||B_j - A X_j|| per column, on the device (one SpMM + column dots).
+std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlock& B, const DeviceBlock& X,
+                                        cudaStream_t s = 0);
+std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s = 0);
+ColumnStatus from_device_status(int status);  // CgStatus -> ColumnStatus
+
+}  // namespace spcg

@@ -1,0 +1,47 @@
+#pragma once
+// Host-side sparse and dense containers. int32 indices (what the GPU kernels use), double values.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spcg {
+
+// Compressed sparse row matrix: row i holds entries [row_ptr[i], row_ptr[i+1]) with sorted columns.
+struct CsrMatrix {
+  int32_t rows = 0;
+  int32_t cols = 0;
+  std::vector<int32_t> row_ptr{0};
+  std::vector<int32_t> col_idx;
+  std::vector<double> values;
+
+  int64_t nnz() const { return static_cast<int64_t>(col_idx.size()); }
+  int32_t row_length(int32_t i) const { return row_ptr[i + 1] - row_ptr[i]; }
+  // Throws spcg::Error naming the first violation: row_ptr size/monotonicity, column range, column order,
+  // duplicate columns, non-finite values. `what` names the matrix in the message.
+  void validate(const std::string& what = "matrix") const;
+};
+
+// Dense n x k block, row-major (entry (i, j) at data[i * cols + j]) so one row's k values are contiguous,
+// which is the layout the SpMM kernels gather from. Vectors are blocks with cols == 1.
+struct DenseBlock {
+  int32_t rows = 0;
+  int32_t cols = 0;
+  std::vector<double> data;
+
+  DenseBlock() = default;
+  DenseBlock(int32_t r, int32_t c, double fill = 0.0)
+      : rows(r), cols(c), data(static_cast<size_t>(r) * static_cast<size_t>(c), fill) {}
+  double& at(int32_t i, int32_t j) { return data[static_cast<size_t>(i) * cols + j]; }
+  double at(int32_t i, int32_t j) const { return data[static_cast<size_t>(i) * cols + j]; }
+};
+
+// Builds a CSR matrix from unsorted triplets: sorts rows and columns, sums duplicates (count returned
+// through *duplicates_summed), keeps explicit zeros. Indices must already be in range.
+CsrMatrix csr_from_triplets(int32_t rows, int32_t cols, const std::vector<int32_t>& ti,
+                            const std::vector<int32_t>& tj, const std::vector<double>& tv,
+                            int64_t* duplicates_summed = nullptr);
+
+// Pattern/numerical transpose.
+CsrMatrix transpose(const CsrMatrix& a);
+
+}  // namespace spcg

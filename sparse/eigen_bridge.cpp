@@ -1,0 +1,103 @@
+#include "eigen_bridge.hpp"
+
+#include <Eigen/IterativeLinearSolvers>
+#include <chrono>
+#include <cmath>
+
+#include "error.hpp"
+
+namespace spcg {
+
+EigenCsr to_eigen(const CsrMatrix& a) {
+  EigenCsr m(a.rows, a.cols);
+  std::vector<Eigen::Triplet<double, int>> t;
+  t.reserve(a.col_idx.size());
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) t.emplace_back(i, a.col_idx[p], a.values[p]);
+  m.setFromTriplets(t.begin(), t.end());
+  m.makeCompressed();
+  return m;
+}
+
+CsrMatrix from_eigen(const EigenCsr& m0) {
+  EigenCsr m = m0;
+  m.makeCompressed();
+  CsrMatrix a;
+  a.rows = static_cast<int32_t>(m.rows());
+  a.cols = static_cast<int32_t>(m.cols());
+  a.row_ptr.assign(m.outerIndexPtr(), m.outerIndexPtr() + m.rows() + 1);
+  a.col_idx.assign(m.innerIndexPtr(), m.innerIndexPtr() + m.nonZeros());
+  a.values.assign(m.valuePtr(), m.valuePtr() + m.nonZeros());
+  return a;
+}
+
+void reference_spmm(const CsrMatrix& a, double alpha, const DenseBlock& x, double beta, DenseBlock& y) {
+  if (x.rows != a.cols || y.rows != a.rows || x.cols != y.cols) throw Error("reference_spmm: shape mismatch");
+  const int32_t k = x.cols;
+  std::vector<long double> acc(k);
+  for (int32_t i = 0; i < a.rows; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0L);
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p)
+      for (int32_t j = 0; j < k; ++j) acc[j] += static_cast<long double>(a.values[p]) * x.at(a.col_idx[p], j);
+    for (int32_t j = 0; j < k; ++j)
+      y.at(i, j) = beta == 0.0 ? static_cast<double>(alpha * acc[j])
+                               : static_cast<double>(alpha * acc[j] + static_cast<long double>(beta) * y.at(i, j));
+  }
+}
+
+std::vector<double> relative_residuals(const CsrMatrix& a, const DenseBlock& x, const DenseBlock& b) {
+  DenseBlock r = b;
+  reference_spmm(a, -1.0, x, 1.0, r);
+  std::vector<double> out(b.cols);
+  for (int32_t j = 0; j < b.cols; ++j) {
+    long double rr = 0, bb = 0;
+    for (int32_t i = 0; i < b.rows; ++i) rr += (long double)r.at(i, j) * r.at(i, j), bb += (long double)b.at(i, j) * b.at(i, j);
+    out[j] = bb > 0 ? static_cast<double>(std::sqrt(rr / bb)) : static_cast<double>(std::sqrt(rr));
+  }
+  return out;
+}
+
+namespace {
+template <class Solver>
+HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, double rtol, int maxit, const DenseBlock* x0) {
+  cg.setTolerance(rtol);
+  cg.setMaxIterations(maxit);
+  cg.compute(m);
+  HostSolveResult r;
+  r.x = DenseBlock(b.rows, b.cols);
+  r.all_converged = true;
+  for (int32_t j = 0; j < b.cols; ++j) {
+    Eigen::VectorXd bj(b.rows), guess = Eigen::VectorXd::Zero(b.rows);
+    for (int32_t i = 0; i < b.rows; ++i) bj[i] = b.at(i, j);
+    if (x0)
+      for (int32_t i = 0; i < b.rows; ++i) guess[i] = x0->at(i, j);
+    Eigen::VectorXd xj = cg.solveWithGuess(bj, guess);
+    for (int32_t i = 0; i < b.rows; ++i) r.x.at(i, j) = xj[i];
+    r.iterations.push_back(static_cast<int>(cg.iterations()));
+    r.relative_error.push_back(cg.error());
+    r.all_converged &= cg.info() == Eigen::Success;
+  }
+  return r;
+}
+}  // namespace
+
+HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, const std::string& precond,
+                         const DenseBlock* x0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // Eigen's CG reads only the lower triangle by default; Lower|Upper uses the full (symmetric) matrix.
+  const EigenCsr m = to_eigen(a);
+  HostSolveResult r;
+  if (precond == "jacobi") {
+    Eigen::ConjugateGradient<EigenCsr, Eigen::Lower | Eigen::Upper, Eigen::DiagonalPreconditioner<double>> cg;
+    r = run_cg(cg, m, b, rtol, maxit, x0);
+  } else if (precond == "none") {
+    Eigen::ConjugateGradient<EigenCsr, Eigen::Lower | Eigen::Upper, Eigen::IdentityPreconditioner> cg;
+    r = run_cg(cg, m, b, rtol, maxit, x0);
+  } else {
+    throw Error("eigen_cg: unknown preconditioner '" + precond + "'");
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace spcg

@@ -1,0 +1,189 @@
+#include "generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string_view>
+
+#include "error.hpp"
+
+namespace spcg {
+namespace {
+
+// Builds a stencil matrix on an nx x ny x nz grid directly in row order (already sorted, no triplets):
+// offsets are visited in increasing linear-index order, so each row's columns come out sorted.
+struct StencilPoint {
+  int dx, dy, dz;
+  double value;
+};
+
+CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name) {
+  const int64_t n = int64_t{nx} * ny * nz;
+  if (nx < 0 || ny < 0 || nz < 0) throw InputError(name, 0, "grid size must be non-negative");
+  if (n > std::numeric_limits<int32_t>::max()) throw InputError(name, 0, "grid has more rows than int32 allows");
+  std::sort(pts.begin(), pts.end(), [&](const StencilPoint& a, const StencilPoint& b) {
+    return (int64_t{a.dz} * ny + a.dy) * nx + a.dx < (int64_t{b.dz} * ny + b.dy) * nx + b.dx;
+  });
+  // Exact count (boundary rows are shorter) so the int32 check and the reservation are tight.
+  int64_t exact = 0;
+  for (const auto& p : pts)
+    exact += int64_t{std::max(0, nx - std::abs(p.dx))} * std::max(0, ny - std::abs(p.dy)) *
+             std::max(0, nz - std::abs(p.dz));
+  if (exact > std::numeric_limits<int32_t>::max())
+    throw InputError(name, 0, "matrix has " + std::to_string(exact) + " nonzeros, more than int32 indexing allows");
+  CsrMatrix a;
+  a.rows = a.cols = static_cast<int32_t>(n);
+  a.row_ptr.assign(static_cast<size_t>(n) + 1, 0);
+  a.col_idx.reserve(static_cast<size_t>(exact));
+  a.values.reserve(static_cast<size_t>(exact));
+  int64_t row = 0;
+  for (int32_t z = 0; z < nz; ++z)
+    for (int32_t y = 0; y < ny; ++y)
+      for (int32_t x = 0; x < nx; ++x, ++row) {
+        for (const auto& p : pts) {
+          const int32_t xx = x + p.dx, yy = y + p.dy, zz = z + p.dz;
+          if (xx < 0 || xx >= nx || yy < 0 || yy >= ny || zz < 0 || zz >= nz) continue;
+          a.col_idx.push_back(static_cast<int32_t>((int64_t{zz} * ny + yy) * nx + xx));
+          a.values.push_back(p.value);
+        }
+        a.row_ptr[row + 1] = static_cast<int32_t>(a.col_idx.size());
+      }
+  return a;
+}
+
+int32_t parse_size(const std::string& spec, std::string_view text, int64_t max_value) {
+  int64_t v = 0;
+  bool ok = !text.empty();
+  for (char c : text) {
+    if (c < '0' || c > '9') { ok = false; break; }
+    v = v * 10 + (c - '0');
+    if (v > max_value) throw InputError(spec, 0, "size " + std::string(text) + " too large (max " + std::to_string(max_value) + ")");
+  }
+  if (!ok) throw InputError(spec, 0, "expected a non-negative integer size, got '" + std::string(text) + "'");
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+CsrMatrix poisson2d_5pt(int32_t n) {
+  return stencil_matrix(n, n, 1, {{0, 0, 0, 4}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -1}, {0, 1, 0, -1}},
+                        "poisson2d");
+}
+
+CsrMatrix poisson2d_9pt(int32_t n) {
+  std::vector<StencilPoint> p;
+  for (int dy = -1; dy <= 1; ++dy)
+    for (int dx = -1; dx <= 1; ++dx) p.push_back({dx, dy, 0, (dx == 0 && dy == 0) ? 8.0 : -1.0});
+  return stencil_matrix(n, n, 1, p, "poisson2d9");
+}
+
+CsrMatrix poisson3d_7pt(int32_t n) {
+  return stencil_matrix(n, n, n,
+                        {{0, 0, 0, 6}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -1}, {0, 1, 0, -1}, {0, 0, -1, -1},
+                         {0, 0, 1, -1}},
+                        "poisson3d");
+}
+
+CsrMatrix poisson3d_27pt(int32_t n) {
+  std::vector<StencilPoint> p;
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) p.push_back({dx, dy, dz, (dx == 0 && dy == 0 && dz == 0) ? 26.0 : -1.0});
+  return stencil_matrix(n, n, n, p, "poisson3d27");
+}
+
+CsrMatrix anisotropic3d(int32_t n, double ay, double az) {
+  return stencil_matrix(n, n, n,
+                        {{0, 0, 0, 2 * (1 + ay + az)}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -ay}, {0, 1, 0, -ay},
+                         {0, 0, -1, -az}, {0, 0, 1, -az}},
+                        "aniso3d");
+}
+
+CsrMatrix powerlaw_spd(int32_t n, uint64_t seed, double alpha, int32_t min_degree) {
+  if (n < 0) throw InputError("powerlaw", 0, "size must be non-negative");
+  SplitMix64 rng(seed);
+  // Out-degree of row i ~ Pareto(min_degree, alpha), capped; each out-edge picks a uniform partner.
+  // Symmetrising adds the partner's side; the long rows keep their length, partners gain O(1) each.
+  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(n - 1, 20000));
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  int64_t edges = 0;
+  std::vector<int32_t> deg(n);
+  for (int32_t i = 0; i < n; ++i) {
+    const double u = 1.0 - rng.uniform();  // (0, 1]
+    const double d = min_degree * std::pow(u, -1.0 / alpha);
+    deg[i] = n > 1 ? static_cast<int32_t>(std::min<double>(cap, std::floor(d))) : 0;
+    edges += deg[i];
+  }
+  if (2 * edges + n > std::numeric_limits<int32_t>::max())
+    throw InputError("powerlaw", 0, "matrix would not fit in int32 indexing");
+  ti.reserve(2 * edges);
+  tj.reserve(2 * edges);
+  tv.reserve(2 * edges);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = 0; e < deg[i]; ++e) {
+      int32_t j = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n));
+      if (j == i) j = (j + 1) % n;
+      const double w = -(0.5 + rng.uniform());  // negative weights: a Laplacian's off-diagonals
+      ti.push_back(i), tj.push_back(j), tv.push_back(w);
+      ti.push_back(j), tj.push_back(i), tv.push_back(w);
+    }
+  CsrMatrix off = csr_from_triplets(n, n, ti, tj, tv);  // duplicates summed: still symmetric
+  ti.clear(), tj.clear(), tv.clear();
+  ti.shrink_to_fit(), tj.shrink_to_fit(), tv.shrink_to_fit();
+  // Insert the diagonal into each (sorted) row.
+  CsrMatrix a;
+  a.rows = a.cols = n;
+  a.row_ptr.assign(static_cast<size_t>(n) + 1, 0);
+  a.col_idx.reserve(off.nnz() + n);
+  a.values.reserve(off.nnz() + n);
+  for (int32_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int32_t p = off.row_ptr[i]; p < off.row_ptr[i + 1]; ++p) sum += std::abs(off.values[p]);
+    bool placed = false;
+    for (int32_t p = off.row_ptr[i]; p < off.row_ptr[i + 1]; ++p) {
+      if (!placed && off.col_idx[p] > i) {
+        a.col_idx.push_back(i), a.values.push_back(sum + 1.0), placed = true;
+      }
+      a.col_idx.push_back(off.col_idx[p]), a.values.push_back(off.values[p]);
+    }
+    if (!placed) a.col_idx.push_back(i), a.values.push_back(sum + 1.0);
+    a.row_ptr[i + 1] = static_cast<int32_t>(a.col_idx.size());
+  }
+  return a;
+}
+
+bool looks_like_generator(const std::string& spec) {
+  for (const char* p : {"poisson2d:", "poisson2d9:", "poisson3d:", "poisson3d27:", "aniso3d:", "powerlaw:"})
+    if (spec.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+std::string generator_help() {
+  return "poisson2d:N (5-point), poisson2d9:N, poisson3d:N (7-point), poisson3d27:N, aniso3d:N, powerlaw:N[:seed]";
+}
+
+CsrMatrix generate(const std::string& spec) {
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos)
+    throw InputError(spec, 0, "not a generator spec; expected one of " + generator_help());
+  const std::string kind = spec.substr(0, colon);
+  std::string rest = spec.substr(colon + 1);
+  if (kind == "powerlaw") {
+    const auto c2 = rest.find(':');
+    uint64_t seed = 42;
+    if (c2 != std::string::npos) {
+      seed = static_cast<uint64_t>(parse_size(spec, std::string_view(rest).substr(c2 + 1), 2147483647));
+      rest = rest.substr(0, c2);
+    }
+    return powerlaw_spd(parse_size(spec, rest, 200000000), seed);
+  }
+  if (kind == "poisson2d") return poisson2d_5pt(parse_size(spec, rest, 46340));
+  if (kind == "poisson2d9") return poisson2d_9pt(parse_size(spec, rest, 46340));
+  if (kind == "poisson3d") return poisson3d_7pt(parse_size(spec, rest, 1290));
+  if (kind == "poisson3d27") return poisson3d_27pt(parse_size(spec, rest, 430));
+  if (kind == "aniso3d") return anisotropic3d(parse_size(spec, rest, 1290));
+  throw InputError(spec, 0, "unknown generator '" + kind + "'; expected one of " + generator_help());
+}
+
+}  // namespace spcg

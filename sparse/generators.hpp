@@ -1,0 +1,40 @@
+#pragma once
+// Deterministic SPD test-problem generators (same seed -> same matrix on every machine).
+#include <cstdint>
+#include <string>
+
+#include "csr_matrix.hpp"
+
+namespace spcg {
+
+CsrMatrix poisson2d_5pt(int32_t n);    // n^2 rows, diag 4, neighbours -1 (Dirichlet)
+CsrMatrix poisson2d_9pt(int32_t n);    // n^2 rows, diag 8, 8 neighbours -1
+CsrMatrix poisson3d_7pt(int32_t n);    // n^3 rows, diag 6, 6 neighbours -1
+CsrMatrix poisson3d_27pt(int32_t n);   // n^3 rows, diag 26, 26 neighbours -1
+// 7-point stencil with coefficients (1, ay, az) in x, y, z: diag 2(1+ay+az).
+CsrMatrix anisotropic3d(int32_t n, double ay = 0.1, double az = 0.01);
+// Shifted weighted graph Laplacian of a random graph whose degrees follow a power law (Pareto, exponent
+// `alpha`), so a few rows are very long (> 1000 entries for n >= 1e5) and most are short.
+// Diagonal = sum of off-diagonal magnitudes + 1: strictly diagonally dominant, hence SPD.
+CsrMatrix powerlaw_spd(int32_t n, uint64_t seed = 42, double alpha = 1.6, int32_t min_degree = 2);
+
+// Parses "poisson2d:N", "poisson2d9:N", "poisson3d:N", "poisson3d27:N", "aniso3d:N",
+// "powerlaw:N[:seed]". Throws InputError naming the spec when it is not one of these.
+CsrMatrix generate(const std::string& spec);
+bool looks_like_generator(const std::string& spec);
+std::string generator_help();
+
+// Deterministic 64-bit generator (splitmix64), used for matrices and right-hand sides alike.
+struct SplitMix64 {
+  uint64_t state;
+  explicit SplitMix64(uint64_t seed) : state(seed) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
+};
+
+}  // namespace spcg

@@ -1,0 +1,112 @@
+// The CLI's error paths and the host backend: run in CI (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "test_util.hpp"
+
+namespace {
+
+struct Outcome {
+  int code;
+  std::string output;
+};
+
+Outcome run(const std::string& args) {
+  const std::string cmd = spcg::test::spcg_binary() + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe.release());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string tmp(const std::string& name, const std::string& content = "") {
+  const std::string p = (std::filesystem::temp_directory_path() / ("spcg_cli_" + name)).string();
+  if (!content.empty()) std::ofstream(p) << content;
+  return p;
+}
+
+void expect(const std::string& args, int code, const std::string& fragment) {
+  const Outcome o = run(args);
+  EXPECT_EQ(o.code, code) << args << "\n" << o.output;
+  EXPECT_NE(o.output.find(fragment), std::string::npos) << args << "\n" << o.output;
+}
+
+}  // namespace
+
+TEST(Cli, HelpListsOptionsWithDefaults) {
+  expect("--help", 0, "solve");
+  expect("solve --help", 0, "--tol");
+  expect("solve --help", 0, "(=1e-08)");
+  expect("solve --help", 0, "--kernel arg (=auto)");
+  expect("info --help", 0, "--format");
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  expect("", 2, "usage");
+  expect("frobnicate", 2, "unknown command");
+  expect("solve --bogus", 2, "unrecognised option");
+  expect("solve --tol abc --backend host", 2, "tol");
+  expect("solve --matrix a.mtx --generate poisson3d:4", 2, "conflict");
+  expect("solve --solver gmres --backend host", 2, "--solver must be");
+  expect("solve --precond ilu --backend host", 2, "--precond must be");
+  expect("solve --backend tpu", 2, "--backend must be");
+  expect("solve --nrhs 0 --backend host", 2, "--nrhs");
+  expect("info", 2, "missing matrix");
+  expect("info poisson3d:4 --format xml", 2, "--format must be");
+  expect("bench", 2, "");
+}
+
+TEST(Cli, BadInputExitsOneWithTheReadersMessage) {
+  expect("solve --backend host --matrix /nonexistent/a.mtx", 1, "/nonexistent/a.mtx: no such file");
+  expect("info " + tmp("bad.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n"), 1, "bad.mtx:3: index (3, 1) out of range");
+  expect("solve --backend host --generate poisson3d:x", 1, "expected a non-negative integer size");
+  expect("solve --backend host --matrix " + tmp("rect.mtx", "%%MatrixMarket matrix coordinate real general\n2 3 1\n1 1 1\n"), 1,
+         "square");
+  expect("solve --backend host --matrix " + tmp("unsym.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 2\n2 2 2\n1 2 1\n"), 1,
+         "not symmetric");
+  expect("solve --backend host --precond jacobi --matrix " +
+             tmp("zd.mtx", "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 2\n2 1 1\n"), 1,
+         "positive diagonal");
+  expect("solve --backend host --generate poisson2d:3 --rhs " +
+             tmp("nan.mtx", "%%MatrixMarket matrix array real general\n9 1\n1\n1\n1\nnan\n1\n1\n1\n1\n1\n"), 1, "NaN or Inf");
+  expect("solve --backend host --generate poisson2d:3 --rhs " +
+             tmp("short.mtx", "%%MatrixMarket matrix array real general\n4 1\n1\n1\n1\n1\n"), 1, "right-hand side has 4 rows");
+  if (spcg::test::have_matrix_dir())
+    expect("info " + spcg::test::matrix_dir() + "/odd/mhd1280b.mtx", 1, "unsupported field 'complex'");
+}
+
+TEST(Cli, InfoJsonHasCounts) {
+  const Outcome o = run("info poisson3d:10 --format json");
+  ASSERT_EQ(o.code, 0) << o.output;
+  for (const char* key : {"\"rows\":1000", "\"cols\":1000", "\"nnz\":6400", "\"symmetric\":true", "\"row_length\":"})
+    EXPECT_NE(o.output.find(key), std::string::npos) << key << "\n" << o.output;
+}
+
+TEST(Cli, HostBackendSolvesDefaultAndWritesReport) {
+  const std::string report = tmp("report.json"), xout = tmp("x.mtx");
+  const Outcome o = run("solve --backend host --report-file " + report + " --output " + xout + " --verify");
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_NE(o.output.find("converged"), std::string::npos);
+  std::ifstream f(report);
+  const std::string json((std::istreambuf_iterator<char>(f)), {});
+  for (const char* key : {"\"matrix\"", "\"rows\":9604", "\"phases\"", "\"kernels\"", "\"columns\"", "\"status\":\"converged\"",
+                          "\"true_residual\"", "\"converged\":true", "\"verify_relative_residual\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
+  EXPECT_TRUE(std::filesystem::exists(xout));
+}
+
+TEST(Cli, NoGpuSaysSoInOneLine) {
+  std::string why;
+  if (spcg::test::gpu_available(&why)) GTEST_SKIP() << "a GPU is present";
+  expect("solve --generate poisson2d:4", 0, "No CUDA device");
+  expect("solve --backend gpu --generate poisson2d:4", 1, "--backend gpu: no");
+  expect("bench spmv", 1, "benchmarks need a CUDA device");
+}

@@ -1,0 +1,180 @@
+// Every registry kernel against the long-double host reference on synthetic edge cases and real SuiteSparse
+// files, for several block widths, random alpha/beta, beta = 0 with a NaN-poisoned Y, outputs poisoned before
+// every run. Skipped (with the reason) where there is no CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "eigen_bridge.hpp"
+#include "formats.hpp"
+#include "generators.hpp"
+#include "matrix_market.hpp"
+#include "registry.hpp"
+#include "test_util.hpp"
+
+using namespace spcg;
+
+namespace {
+
+struct NamedMatrix {
+  std::string name;
+  CsrMatrix a;
+};
+
+CsrMatrix from_triplets_random(int32_t rows, int32_t cols, uint64_t seed, double density, int dense_row = -1,
+                               int empty_every = 0) {
+  SplitMix64 rng(seed);
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t i = 0; i < rows; ++i) {
+    if (empty_every && i % empty_every == 1) continue;
+    for (int32_t j = 0; j < cols; ++j)
+      if (i == dense_row || rng.uniform() < density) ti.push_back(i), tj.push_back(j), tv.push_back(rng.uniform() - 0.5);
+  }
+  return csr_from_triplets(rows, cols, ti, tj, tv);
+}
+
+std::vector<std::string> matrix_names() {
+  std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
+                                    "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40"};
+  if (spcg::test::have_matrix_dir())
+    for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
+      names.push_back("file:" + e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+CsrMatrix make_matrix(const std::string& name) {
+  if (name == "empty-0x0") return CsrMatrix{};
+  if (name == "one-1x1") {
+    CsrMatrix a;
+    a.rows = a.cols = 1, a.row_ptr = {0, 1}, a.col_idx = {0}, a.values = {3.5};
+    return a;
+  }
+  if (name == "odd-97") return from_triplets_random(97, 97, 1, 0.08);
+  if (name == "empty-rows-300") return from_triplets_random(300, 300, 2, 0.05, -1, 3);
+  if (name == "dense-row-2000") return from_triplets_random(2000, 2000, 3, 0.002, 777);
+  if (name == "powerlaw-5000") return powerlaw_spd(5000, 5);
+  if (name == "poisson3d-9") return poisson3d_7pt(9);
+  if (name == "rect-50x70") return from_triplets_random(50, 70, 4, 0.1);
+  if (name == "zero-nnz-40") {
+    CsrMatrix a;
+    a.rows = a.cols = 40;
+    a.row_ptr.assign(41, 0);
+    return a;
+  }
+  return read_matrix_market(spcg::test::matrix_dir() + "/spd/" + name.substr(5)).matrix;
+}
+
+std::vector<int> widths(const std::string& kernel, bool real_file) {
+  const KernelEntry* e = find_kernel(kernel);
+  if (e && e->family == KernelFamily::spmm)
+    return real_file ? std::vector<int>{1, 8, 33} : std::vector<int>{1, 2, 3, 4, 8, 16, 32, 33, 64, 128};
+  return real_file ? std::vector<int>{1, 3} : std::vector<int>{1, 2, 5};
+}
+
+class KernelVsEigen : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override { SPCG_REQUIRE_GPU(); }
+  // Asynchronous errors fail the test that caused them.
+  void TearDown() override {
+    std::string why;
+    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
+TEST_P(KernelVsEigen, MatchesReference) {
+  const auto& [kernel, mname] = GetParam();
+  const CsrMatrix a = make_matrix(mname);
+  std::unique_ptr<LinearOperator> op;
+  try {
+    op = make_operator(kernel, a);
+  } catch (const FormatRefused& e) {
+    GTEST_SKIP() << "format refuses this matrix: " << e.what();
+  }
+  ASSERT_EQ(op->rows(), a.rows);
+  SplitMix64 rng(std::hash<std::string>{}(kernel + mname));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int k : widths(kernel, mname.rfind("file:", 0) == 0)) {
+    for (int trial = 0; trial < 2; ++trial) {
+      const double alpha = 0.5 + rng.uniform(), beta = trial == 0 ? 0.0 : rng.uniform() - 0.5;
+      DenseBlock x(a.cols, k), y0(a.rows, k);
+      for (double& v : x.data) v = 2 * rng.uniform() - 1;
+      for (double& v : y0.data) v = beta == 0.0 ? nan : 2 * rng.uniform() - 1;  // beta = 0 must not read Y
+      DeviceBlock X(a.cols, k), Y(a.rows, k);
+      X.values.upload(x.data);
+      Y.values.upload(y0.data);
+      op->apply(alpha, X, beta, Y);
+      const std::vector<double> got = Y.values.download();
+      DenseBlock want = y0;
+      reference_spmm(a, alpha, x, beta, want);
+      for (int32_t i = 0; i < a.rows; ++i) {
+        double row_abs = 0;
+        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row_abs += std::abs(a.values[p]);
+        for (int j = 0; j < k; ++j) {
+          // Error bound of a sum of row-length products, scaled by magnitudes (x in [-1, 1]).
+          const double len = std::max(1, a.row_length(i));
+          const double scale = std::abs(alpha) * row_abs + (beta == 0 ? 0 : std::abs(beta * y0.at(i, j)));
+          const double tol = 4.0 * (len + 2) * std::numeric_limits<double>::epsilon() * scale + 1e-300;
+          const double g = got[static_cast<size_t>(i) * k + j];
+          ASSERT_TRUE(std::isfinite(g)) << kernel << " " << mname << " k=" << k << " row " << i << " col " << j
+                                        << " not written or NaN read (beta=" << beta << ")";
+          ASSERT_LE(std::abs(g - want.at(i, j)), tol) << kernel << " " << mname << " k=" << k << " row " << i << " col " << j;
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::string> all_kernels() {
+  std::vector<std::string> names = kernel_names();
+  names.push_back("auto");
+  return names;
+}
+
+std::string param_name(const ::testing::TestParamInfo<KernelVsEigen::ParamType>& info) {
+  std::string s = std::get<0>(info.param) + "__" + std::get<1>(info.param);
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, KernelVsEigen,
+                         ::testing::Combine(::testing::ValuesIn(all_kernels()), ::testing::ValuesIn(matrix_names())),
+                         param_name);
+
+}  // namespace
+
+TEST(Registry, NamesAreUniqueAndUnknownNamesListThem) {
+  auto names = kernel_names();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
+  EXPECT_GE(kernel_names(KernelFamily::spmv).size(), 10u);
+  EXPECT_GE(kernel_names(KernelFamily::spmm).size(), 5u);
+  try {
+    make_operator("no-such-kernel", CsrMatrix{});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("csr-merge"), std::string::npos);
+  }
+}
+
+TEST(Registry, FusedDotMatchesSeparateDot) {
+  SPCG_REQUIRE_GPU();
+  const CsrMatrix a = poisson3d_7pt(20);
+  for (const std::string name : {"dia", "sell", "ell", "csr-vector", "csr-scalar"}) {
+    auto op = make_operator(name, a);
+    DeviceArray<double> x(std::vector<double>(a.rows, 0.5)), y(a.rows), res(1), partials(4096);
+    DeviceArray<unsigned> counter(std::vector<unsigned>{0u});
+    DotSink sink{partials.data(), counter.data(), res.data(), 4096};
+    if (!op->apply_with_dot(x.data(), y.data(), sink, 0)) continue;  // no epilogue: the solver falls back
+    const double dot = res.download()[0];
+    const std::vector<double> hy = y.download();
+    double want = 0;
+    for (double v : hy) want += 0.5 * v;
+    EXPECT_NEAR(dot, want, 1e-12 * std::abs(want) + 1e-12) << name;
+    EXPECT_EQ(counter.download()[0], 0u) << name;
+  }
+}

@@ -1,0 +1,271 @@
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "error.hpp"
+#include "matrix_market.hpp"
+#include "stats.hpp"
+#include "test_util.hpp"
+
+using namespace spcg;
+
+namespace {
+
+MatrixFile parse(const std::string& text) { return parse_matrix_market(text, "test.mtx"); }
+
+// Expects an InputError whose message contains `fragment` and names `line` (0: no line).
+void expect_error(const std::string& text, const std::string& fragment, long line) {
+  try {
+    parse(text);
+    FAIL() << "accepted malformed input, expected: " << fragment;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message: " << e.what();
+    EXPECT_EQ(e.line(), line) << "message: " << e.what();
+    EXPECT_EQ(e.file(), "test.mtx");
+  }
+}
+
+std::string tmp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("spcg_test_" + name)).string();
+}
+
+}  // namespace
+
+TEST(MatrixMarket, GeneralReal) {
+  auto f = parse("%%MatrixMarket matrix coordinate real general\n% c\n3 3 4\n1 1 2.5\n2 2 -1\n3 1 4e-3\n3 3 7\n");
+  EXPECT_EQ(f.matrix.rows, 3);
+  EXPECT_EQ(f.matrix.nnz(), 4);
+  EXPECT_DOUBLE_EQ(f.matrix.values[0], 2.5);
+  EXPECT_EQ(f.matrix.col_idx[2], 0);
+  EXPECT_DOUBLE_EQ(f.matrix.values[2], 4e-3);
+  f.matrix.validate();
+}
+
+TEST(MatrixMarket, SymmetricExpandsToFullStorage) {
+  auto f = parse("%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 4\n2 1 -1\n3 2 -2\n");
+  EXPECT_EQ(f.matrix.nnz(), 5);
+  const MatrixStats s = compute_stats(f.matrix);
+  EXPECT_TRUE(s.numerically_symmetric);
+}
+
+TEST(MatrixMarket, SkewSymmetricNegatesMirror) {
+  auto f = parse("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n2 1 3\n");
+  ASSERT_EQ(f.matrix.nnz(), 2);
+  EXPECT_DOUBLE_EQ(f.matrix.values[0], -3);  // (1,2)
+  EXPECT_DOUBLE_EQ(f.matrix.values[1], 3);   // (2,1)
+}
+
+TEST(MatrixMarket, PatternAndIntegerFields) {
+  auto p = parse("%%MatrixMarket matrix coordinate pattern symmetric\n2 2 2\n1 1\n2 1\n");
+  EXPECT_EQ(p.matrix.nnz(), 3);
+  EXPECT_DOUBLE_EQ(p.matrix.values[1], 1.0);
+  auto i = parse("%%MatrixMarket matrix coordinate integer general\n1 1 1\n1 1 -7\n");
+  EXPECT_DOUBLE_EQ(i.matrix.values[0], -7);
+}
+
+TEST(MatrixMarket, CaseInsensitiveBannerTabsCrlfBlankLines) {
+  auto f = parse("%%matrixmarket MATRIX Coordinate REAL General\r\n%comment\r\n\r\n2\t2\t2\r\n1\t1\t1.0\r\n\r\n2 2 2\r\n");
+  EXPECT_EQ(f.matrix.nnz(), 2);
+  EXPECT_EQ(f.info.symmetry, "general");
+}
+
+TEST(MatrixMarket, DuplicatesSummedAndCountedExplicitZerosKept) {
+  auto f = parse("%%MatrixMarket matrix coordinate real general\n2 2 4\n1 1 1\n1 1 2\n2 2 0\n2 1 5\n");
+  EXPECT_EQ(f.matrix.nnz(), 3);
+  EXPECT_EQ(f.info.duplicates_summed, 1);
+  EXPECT_EQ(f.info.explicit_zeros, 1);
+  EXPECT_DOUBLE_EQ(f.matrix.values[0], 3);
+}
+
+TEST(MatrixMarket, HeaderCommentsKept) {
+  auto f = parse("%%MatrixMarket matrix coordinate real general\n% name: HB/test\n% kind: structural problem\n1 1 1\n1 1 1\n");
+  EXPECT_EQ(f.info.name, "HB/test");
+  EXPECT_EQ(f.info.kind, "structural problem");
+  EXPECT_EQ(f.info.comments.size(), 2u);
+}
+
+TEST(MatrixMarket, FortranExponentAndPlusSign) {
+  auto f = parse("%%MatrixMarket matrix coordinate real general\n1 1 1\n+1 +1 1.5D+02\n");
+  EXPECT_DOUBLE_EQ(f.matrix.values[0], 150.0);
+}
+
+TEST(MatrixMarket, ArrayFormatDenseBlock) {
+  auto d = parse_dense_matrix_market("%%MatrixMarket matrix array real general\n3 2\n1\n2\n3\n4\n5\n6\n", "b.mtx");
+  ASSERT_EQ(d.block.rows, 3);
+  ASSERT_EQ(d.block.cols, 2);
+  EXPECT_DOUBLE_EQ(d.block.at(0, 1), 4);  // column-major in the file
+  EXPECT_DOUBLE_EQ(d.block.at(2, 0), 3);
+}
+
+TEST(MatrixMarket, EmptyMatrix) {
+  auto f = parse("%%MatrixMarket matrix coordinate real general\n0 0 0\n");
+  EXPECT_EQ(f.matrix.rows, 0);
+  EXPECT_EQ(f.matrix.nnz(), 0);
+}
+
+struct Malformed {
+  const char* name;
+  const char* text;
+  const char* fragment;
+  long line;
+};
+
+class MatrixMarketMalformed : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(MatrixMarketMalformed, ClearErrorWithLine) { expect_error(GetParam().text, GetParam().fragment, GetParam().line); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Reader, MatrixMarketMalformed,
+    ::testing::Values(
+        Malformed{"Empty", "", "empty file", 1 - 1},
+        Malformed{"NoBanner", "3 3 1\n1 1 1\n", "missing '%%MatrixMarket' banner", 1},
+        Malformed{"GarbledBanner", "%%MatrixMarket matrix format\n1 1 1\n1 1 1\n", "banner must read", 1},
+        Malformed{"UnsupportedObject", "%%MatrixMarket vector coordinate real general\n", "unsupported object", 1},
+        Malformed{"UnsupportedFormat", "%%MatrixMarket matrix sparse real general\n", "unsupported format", 1},
+        Malformed{"Complex", "%%MatrixMarket matrix coordinate complex general\n", "unsupported field 'complex'", 1},
+        Malformed{"Hermitian", "%%MatrixMarket matrix coordinate real hermitian\n", "unsupported symmetry 'hermitian'", 1},
+        Malformed{"BadSymmetry", "%%MatrixMarket matrix coordinate real upper\n", "unsupported symmetry", 1},
+        Malformed{"NoSizeLine", "%%MatrixMarket matrix coordinate real general\n% only comments\n", "before the size line", 2},
+        Malformed{"BadSizeLine", "%%MatrixMarket matrix coordinate real general\n3 3\n", "bad size line", 2},
+        Malformed{"NonNumericSize", "%%MatrixMarket matrix coordinate real general\n3 x 1\n", "non-numeric column count", 2},
+        Malformed{"NegativeSize", "%%MatrixMarket matrix coordinate real general\n-3 3 1\n", "negative size", 2},
+        Malformed{"HugeDimension", "%%MatrixMarket matrix coordinate real general\n3000000000 3 1\n1 1 1\n", "does not fit in int32", 2},
+        Malformed{"AbsurdEntries", "%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n", "more than a 2 x 2 matrix can hold", 2},
+        Malformed{"EntriesBeyondFileSize", "%%MatrixMarket matrix coordinate real general\n100000 100000 99999\n1 1 1\n", "bytes follow the size line", 2},
+        Malformed{"NnzOverInt32", "%%MatrixMarket matrix coordinate real general\n2000000000 2000000000 3000000000\n", "does not fit in int32", 2},
+        Malformed{"FewerEntries", "%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1\n2 2 1\n\n\n\n\n\n\n", "file ends after 2 of 3", 10},
+        Malformed{"MoreEntries", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1\n2 2 1\n", "more entries than the 1 declared", 4},
+        Malformed{"OutOfRange", "%%MatrixMarket matrix coordinate real general\n3 3 1\n4 1 1\n", "out of range", 3},
+        Malformed{"ZeroBased", "%%MatrixMarket matrix coordinate real general\n3 3 2\n0 1 1\n1 1 1\n", "file looks 0-based", 3},
+        Malformed{"NegativeIndex", "%%MatrixMarket matrix coordinate real general\n3 3 1\n-1 1 1\n", "out of range", 3},
+        Malformed{"NonNumericValue", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 abc\n", "non-numeric value 'abc'", 3},
+        Malformed{"NonNumericIndex", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1x 1 1\n", "non-numeric row index", 3},
+        Malformed{"NaN", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 nan\n", "NaN or Inf", 3},
+        Malformed{"Inf", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 -inf\n", "NaN or Inf", 3},
+        Malformed{"Overflow", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1e999\n", "NaN or Inf", 3},
+        Malformed{"TruncatedLastLine", "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.000000\n2 2", "truncated last line", 4},
+        Malformed{"ExtraTokens", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1 1\n", "expected 3 fields", 3},
+        Malformed{"ElfHeader", "\x7f" "ELF\x02\x01\x01 garbage\n", "missing '%%MatrixMarket' banner", 1},
+        Malformed{"SymmetricNonSquare", "%%MatrixMarket matrix coordinate real symmetric\n3 4 1\n1 1 1\n", "non-square", 2},
+        Malformed{"SkewDiagonal", "%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 1\n", "nonzero diagonal", 3}));
+
+TEST(MatrixMarket, BinaryGarbageWithNul) {
+  expect_error(std::string("%%Matrix\0Market\x01\x02\n", 18), "binary data", 1);
+}
+
+TEST(MatrixMarket, MissingFileAndDirectory) {
+  try {
+    read_matrix_market("/nonexistent/x.mtx");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos);
+    EXPECT_EQ(e.file(), "/nonexistent/x.mtx");
+  }
+  try {
+    read_matrix_market(std::filesystem::temp_directory_path().string());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos);
+  }
+}
+
+TEST(MatrixMarket, WriterRoundTripsExactly) {
+  CsrMatrix a;
+  a.rows = 3, a.cols = 4;
+  a.row_ptr = {0, 2, 2, 4};
+  a.col_idx = {0, 3, 1, 2};
+  a.values = {0.1, -1.0 / 3.0, 6.02214076e23, 5e-324};
+  const std::string path = tmp_path("roundtrip.mtx");
+  write_matrix_market(path, a, {" written by a test"});
+  MatrixFile f = read_matrix_market(path);
+  EXPECT_EQ(f.matrix.row_ptr, a.row_ptr);
+  EXPECT_EQ(f.matrix.col_idx, a.col_idx);
+  EXPECT_EQ(f.matrix.values, a.values);  // bitwise: 17 significant digits
+  DenseBlock b(3, 2);
+  for (size_t i = 0; i < b.data.size(); ++i) b.data[i] = std::sqrt(double(i) + 0.5) * (i % 2 ? -1 : 1);
+  write_dense_matrix_market(path, b);
+  DenseFile d = read_dense_matrix_market(path);
+  EXPECT_EQ(d.block.data, b.data);
+  std::filesystem::remove(path);
+}
+
+TEST(MatrixMarket, GzipReadTransparently) {
+  const std::string text = "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 2\n2 2 3\n";
+  const std::string path = tmp_path("small.mtx.gz");
+  gzFile g = gzopen(path.c_str(), "wb");
+  ASSERT_NE(g, nullptr);
+  gzwrite(g, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(g);
+  MatrixFile f = read_matrix_market(path);
+  EXPECT_EQ(f.matrix.nnz(), 2);
+  EXPECT_DOUBLE_EQ(f.matrix.values[1], 3);
+  // A truncated gzip stream is an error, not a crash.
+  std::string raw;
+  {
+    std::ifstream in(path, std::ios::binary);
+    raw.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(path, std::ios::binary).write(raw.data(), static_cast<std::streamsize>(raw.size() / 2));
+  EXPECT_THROW(read_matrix_market(path), InputError);
+  std::filesystem::remove(path);
+}
+
+// Every file in ../shared/matrices loads with the counts its header declares, or fails with the expected error.
+TEST(SharedMatrices, EveryFileLoadsOrFailsClearly) {
+  SPCG_REQUIRE_MATRICES();
+  const std::string dir = spcg::test::matrix_dir();
+  const std::map<std::string, std::string> bad = {
+      {"odd/662_bus_no_banner.mtx", "missing '%%MatrixMarket' banner"},
+      {"odd/aft01_nonstandard_banner_general.mtx", "banner must read"},
+      {"odd/bad_header_linalg_sparse_orthogonal.mtx", "missing '%%MatrixMarket' banner"},
+      {"odd/mesh3e1_zero_based_pattern.mtx", "file looks 0-based"},
+      {"odd/mhd1280b.mtx", "unsupported field 'complex'"},
+      {"odd/fpga_dcop_01_b_array.mtx", "array (dense) format"}};
+  int checked = 0;
+  for (const char* sub : {"spd", "nonspd", "odd"})
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/" + sub)) {
+      const std::string rel = std::string(sub) + "/" + e.path().filename().string();
+      if (rel.find(".mtx") == std::string::npos) continue;
+      ++checked;
+      auto it = bad.find(rel);
+      if (it != bad.end()) {
+        try {
+          read_matrix_market(e.path().string());
+          ADD_FAILURE() << rel << " accepted";
+        } catch (const InputError& err) {
+          EXPECT_NE(std::string(err.what()).find(it->second), std::string::npos) << rel << ": " << err.what();
+        }
+        continue;
+      }
+      MatrixFile f = read_matrix_market(e.path().string());
+      f.matrix.validate(rel);
+      int64_t diag = 0;
+      for (int32_t i = 0; i < f.matrix.rows; ++i)
+        for (int32_t p = f.matrix.row_ptr[i]; p < f.matrix.row_ptr[i + 1]; ++p) diag += f.matrix.col_idx[p] == i;
+      const int64_t expected = f.info.symmetry == "general" ? f.info.declared_entries - f.info.duplicates_summed
+                                                            : 2 * (f.info.declared_entries - f.info.duplicates_summed) - diag;
+      EXPECT_EQ(f.matrix.nnz(), expected) << rel;
+    }
+  EXPECT_GE(checked, 50);
+  // The dense vector loads as a dense block.
+  DenseFile d = read_dense_matrix_market(dir + "/odd/fpga_dcop_01_b_array.mtx");
+  EXPECT_EQ(d.block.rows, 1220);
+  EXPECT_EQ(d.block.cols, 1);
+}
+
+TEST(SharedMatrices, ReadmeCountsForKnownFiles) {
+  SPCG_REQUIRE_MATRICES();
+  const std::string dir = spcg::test::matrix_dir();
+  struct Known { const char* file; int rows; int64_t stored; };
+  for (const Known& k : {Known{"spd/bcsstk01.mtx", 48, 224}, Known{"spd/fv1.mtx", 9604, 47434},
+                         Known{"spd/plat1919.mtx.gz", 1919, 17159}, Known{"nonspd/af23560.mtx.gz", 23560, 484256},
+                         Known{"odd/nasa2910_pattern.mtx", 2910, 88603}}) {
+    MatrixFile f = read_matrix_market(dir + "/" + k.file);
+    EXPECT_EQ(f.matrix.rows, k.rows) << k.file;
+    EXPECT_EQ(f.info.declared_entries, k.stored) << k.file;
+  }
+}

@@ -1,0 +1,255 @@
+// CG, multi-cg and block-cg against Eigen (solutions, iteration counts), planted breakdowns, statuses,
+// determinism. GPU tests skip without a device; the host checks (Jacobi refusal) run everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "eigen_bridge.hpp"
+#include "error.hpp"
+#include "generators.hpp"
+#include "matrix_market.hpp"
+#include "registry.hpp"
+#include "solver.hpp"
+#include "test_util.hpp"
+
+using namespace spcg;
+
+namespace {
+
+class GpuSolver : public ::testing::Test {
+ protected:
+  void SetUp() override { SPCG_REQUIRE_GPU(); }
+  void TearDown() override {
+    std::string why;
+    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  struct Run {
+    SolveResult result;
+    DenseBlock x;
+  };
+  Run run(const std::string& solver, const CsrMatrix& a, const DenseBlock& b, SolveOptions o,
+          const std::string& kernel = "auto", const DenseBlock* x0 = nullptr, bool jacobi = false) {
+    OperatorOptions oo;
+    oo.expected_k = b.cols;
+    auto op = make_operator(kernel, a, oo);
+    DeviceBlock B(b.rows, b.cols), X(b.rows, b.cols);
+    B.values.upload(b.data);
+    X.values.upload(x0 ? x0->data : std::vector<double>(b.data.size(), 0.0));
+    std::vector<double> dinv_h = jacobi ? jacobi_inverse_diagonal(a) : std::vector<double>{};
+    DeviceArray<double> dinv(dinv_h);
+    o.precond = jacobi ? "jacobi" : "none";
+    Run r;
+    r.result = solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
+    r.x = DenseBlock(b.rows, b.cols);
+    r.x.data = X.values.download();
+    return r;
+  }
+};
+
+SolveOptions options(double rtol, int maxit = 20000) {
+  SolveOptions o;
+  o.stop = {rtol, 0, maxit};
+  return o;
+}
+
+DenseBlock random_block(int32_t n, int k, uint64_t seed) {
+  DenseBlock b(n, k);
+  SplitMix64 rng(seed);
+  for (double& v : b.data) v = 2 * rng.uniform() - 1;
+  return b;
+}
+
+void expect_matches_eigen(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, const SolveResult& r,
+                          double rtol, bool check_iterations, const std::string& what) {
+  const HostSolveResult e = eigen_cg(a, b, rtol, 20000, "none");
+  const std::vector<double> rel = relative_residuals(a, x, b);
+  for (int j = 0; j < b.cols; ++j) {
+    EXPECT_TRUE(r.columns[j].status == ColumnStatus::converged || r.columns[j].status == ColumnStatus::deflated)
+        << what << " col " << j << ": " << to_string(r.columns[j].status);
+    EXPECT_LT(rel[j], 20 * rtol) << what << " col " << j;  // true residual near the recursive one
+    if (check_iterations) {
+      const int ours = r.columns[j].iterations, theirs = e.iterations[j];
+      EXPECT_LE(std::abs(ours - theirs), std::max(2, theirs / 50)) << what << " col " << j << ": " << ours << " vs Eigen " << theirs;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_F(GpuSolver, CgMatchesEigenOnGeneratedAndRealMatrices) {
+  std::vector<std::pair<std::string, CsrMatrix>> systems = {{"poisson2d:40", poisson2d_5pt(40)},
+                                                            {"poisson3d27:12", poisson3d_27pt(12)},
+                                                            {"powerlaw:4000", powerlaw_spd(4000, 3)}};
+  for (const char* f : {"fv1.mtx", "bcsstk01.mtx", "nos4.mtx", "lap2D_5pt_n100.mtx"})
+    systems.emplace_back(f, read_matrix_market(spcg::test::input(f)).matrix);
+  for (const auto& [name, a] : systems)
+    for (const std::string vops : {"fused", "thrust"}) {
+      const DenseBlock b = random_block(a.rows, 1, 3);
+      SolveOptions o = options(1e-8);
+      o.vector_ops = vops;
+      const auto r = run("cg", a, b, o);
+      expect_matches_eigen(a, b, r.x, r.result, 1e-8, true, name + " " + vops);
+      EXPECT_LE(r.result.columns[0].true_residual / r.result.columns[0].b_norm, 20 * 1e-8);
+    }
+}
+
+TEST_F(GpuSolver, CgEveryKernelAndGraphModes) {
+  const CsrMatrix a = poisson3d_7pt(14);
+  const DenseBlock b = random_block(a.rows, 1, 9);
+  for (const auto& kernel : kernel_names())
+    for (const std::string graph : {"on", "off"}) {
+      SolveOptions o = options(1e-9);
+      o.graph = graph;
+      o.time_kernels = graph == "off";
+      const auto r = run("cg", a, b, o, kernel);
+      expect_matches_eigen(a, b, r.x, r.result, 1e-9, true, kernel + " graph " + graph);
+    }
+}
+
+TEST_F(GpuSolver, JacobiPreconditionedCg) {
+  CsrMatrix a = read_matrix_market(spcg::test::input("bcsstk01.mtx")).matrix;
+  const DenseBlock b = random_block(a.rows, 1, 4);
+  const auto r = run("cg", a, b, options(1e-10), "auto", nullptr, true);
+  const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, "jacobi");
+  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
+  EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), std::max(2, e.iterations[0] / 50));
+  EXPECT_LT(relative_residuals(a, r.x, b)[0], 1e-8);
+}
+
+TEST_F(GpuSolver, ZeroRightHandSideAndExactInitialGuess) {
+  const CsrMatrix a = poisson2d_5pt(16);
+  const DenseBlock zero(a.rows, 1, 0.0);
+  auto r = run("cg", a, zero, options(1e-8));
+  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
+  EXPECT_EQ(r.result.columns[0].iterations, 0);
+  for (double v : r.x.data) EXPECT_EQ(v, 0.0);
+  // x0 = the exact solution (from Eigen): converged at iteration 0.
+  const DenseBlock b = random_block(a.rows, 1, 5);
+  const HostSolveResult e = eigen_cg(a, b, 1e-14, 20000, "none");
+  r = run("cg", a, b, options(1e-8), "auto", &e.x);
+  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
+  EXPECT_EQ(r.result.columns[0].iterations, 0);
+}
+
+TEST_F(GpuSolver, MaxIterationsStatus) {
+  const CsrMatrix a = poisson3d_7pt(16);
+  const DenseBlock b = random_block(a.rows, 1, 6);
+  for (const std::string vops : {"fused", "thrust"}) {
+    SolveOptions o = options(1e-12, 7);
+    o.vector_ops = vops;
+    const auto r = run("cg", a, b, o);
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::max_iterations) << vops;
+    EXPECT_EQ(r.result.columns[0].iterations, 7) << vops;
+  }
+}
+
+TEST_F(GpuSolver, IndefiniteAndNegativeDefiniteNeverReportFalseConvergence) {
+  SPCG_REQUIRE_MATRICES();
+  for (const char* f : {"bfwb62.mtx", "bcsstm34_Boeing.mtx"})
+    for (const std::string solver : {"cg", "multi-cg", "block-cg"}) {
+      const CsrMatrix a = read_matrix_market(spcg::test::matrix_dir() + "/nonspd/" + f).matrix;
+      const DenseBlock b = random_block(a.rows, solver == "cg" ? 1 : 3, 8);
+      const auto r = run(solver, a, b, options(1e-10, 5000));
+      const std::vector<double> rel = relative_residuals(a, r.x, b);
+      for (int j = 0; j < b.cols; ++j) {
+        const auto st = r.result.columns[j].status;
+        if (std::string(f) == "bfwb62.mtx")  // negative definite: p'Ap < 0 at the first step
+          EXPECT_EQ(st, ColumnStatus::breakdown) << f << " " << solver << " col " << j;
+        if (st == ColumnStatus::converged) EXPECT_LT(rel[j], 1e-8) << f << " " << solver;
+        for (double v : r.x.data) ASSERT_TRUE(std::isfinite(v)) << f << " " << solver;
+      }
+    }
+}
+
+TEST_F(GpuSolver, DeterministicModeIsBitwiseRepeatable) {
+  const CsrMatrix a = powerlaw_spd(20000, 2);
+  const DenseBlock b = random_block(a.rows, 1, 7);
+  for (const std::string kernel : {"csr-merge", "csr-adaptive", "coo", "sell"}) {
+    SolveOptions o = options(1e-10);
+    o.deterministic = true;
+    const auto r1 = run("cg", a, b, o, kernel), r2 = run("cg", a, b, o, kernel);
+    ASSERT_EQ(r1.x.data.size(), r2.x.data.size());
+    EXPECT_EQ(std::memcmp(r1.x.data.data(), r2.x.data.data(), r1.x.data.size() * sizeof(double)), 0) << kernel;
+    EXPECT_EQ(r1.result.columns[0].iterations, r2.result.columns[0].iterations) << kernel;
+  }
+}
+
+TEST_F(GpuSolver, MultiAndBlockCgMatchIndependentEigenSolves) {
+  for (const auto& [name, a] : std::vector<std::pair<std::string, CsrMatrix>>{
+           {"poisson3d:12", poisson3d_7pt(12)}, {"fv1", read_matrix_market(spcg::test::input("fv1.mtx")).matrix}})
+    for (int k : {1, 4, 16})
+      for (const std::string solver : {"multi-cg", "block-cg"}) {
+        const DenseBlock b = random_block(a.rows, k, 10 + k);
+        const auto r = run(solver, a, b, options(1e-8));
+        expect_matches_eigen(a, b, r.x, r.result, 1e-8, solver == "multi-cg", name + " " + solver + " k=" + std::to_string(k));
+        if (solver == "block-cg" && k > 1) {  // block CG needs fewer iterations than single CG
+          const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, "none");
+          int max_block = 0, max_single = 0;
+          for (int j = 0; j < k; ++j) max_block = std::max(max_block, r.result.columns[j].iterations), max_single = std::max(max_single, e.iterations[j]);
+          EXPECT_LT(max_block, max_single) << name << " k=" << k;
+        }
+      }
+}
+
+TEST_F(GpuSolver, BlockCgRankDeficientBlocks) {
+  const CsrMatrix a = poisson3d_7pt(12);
+  DenseBlock b = random_block(a.rows, 4, 21);
+  for (int i = 0; i < a.rows; ++i) {
+    b.at(i, 1) = b.at(i, 0);        // duplicate column
+    b.at(i, 2) = 0.0;               // zero column
+    b.at(i, 3) = 2 * b.at(i, 0);    // dependent column
+  }
+  for (const std::string solver : {"block-cg", "multi-cg"}) {
+    const auto r = run(solver, a, b, options(1e-8));
+    const std::vector<double> rel = relative_residuals(a, r.x, b);
+    for (int j = 0; j < 4; ++j) {
+      const auto st = r.result.columns[j].status;
+      EXPECT_TRUE(st == ColumnStatus::converged || st == ColumnStatus::deflated) << solver << " col " << j << " " << to_string(st);
+      if (j != 2) EXPECT_LT(rel[j], 1e-7) << solver << " col " << j;
+    }
+    EXPECT_EQ(r.result.columns[2].iterations, 0) << solver;  // zero right-hand side: solved at once
+    if (solver == "block-cg") {
+      int deflated = 0;
+      for (int j = 0; j < 4; ++j) deflated += r.result.columns[j].status == ColumnStatus::deflated;
+      EXPECT_GE(deflated, 2) << "duplicate and dependent columns are reported as deflated";
+    }
+  }
+  // A column that is already converged: x0 exact for column 0.
+  const DenseBlock b2 = random_block(a.rows, 3, 22);
+  HostSolveResult e = eigen_cg(a, b2, 1e-14, 20000, "none");
+  DenseBlock x0(a.rows, 3, 0.0);
+  for (int i = 0; i < a.rows; ++i) x0.at(i, 0) = e.x.at(i, 0);
+  const auto r = run("block-cg", a, b2, options(1e-8), "auto", &x0);
+  EXPECT_EQ(r.result.columns[0].iterations, 0);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(r.result.columns[j].status, ColumnStatus::converged) << j;
+}
+
+TEST(Jacobi, ZeroOrNegativeDiagonalIsAClearError) {
+  CsrMatrix a;
+  a.rows = a.cols = 2, a.row_ptr = {0, 1, 2}, a.col_idx = {0, 1}, a.values = {2, 0};
+  try {
+    jacobi_inverse_diagonal(a);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("row 2"), std::string::npos) << e.what();
+  }
+  a.values = {2, -1};
+  EXPECT_THROW(jacobi_inverse_diagonal(a), InputError);
+  a.values = {2, 4};
+  EXPECT_EQ(jacobi_inverse_diagonal(a), (std::vector<double>{0.5, 0.25}));
+}
+
+TEST(Monitor, StoppingRulesAndStatuses) {
+  Monitor m({1e-6, 1e-3, 10}, {1.0, 1e6});
+  EXPECT_DOUBLE_EQ(m.tolerance(0), 1e-3);  // atol wins
+  EXPECT_DOUBLE_EQ(m.tolerance(1), 1.0);
+  EXPECT_FALSE(m.observe(0, 1, 0.5));
+  EXPECT_TRUE(m.observe(0, 2, 1e-4));
+  EXPECT_EQ(m.status(0), ColumnStatus::converged);
+  EXPECT_TRUE(m.observe(1, 10, 5.0));
+  EXPECT_EQ(m.status(1), ColumnStatus::max_iterations);
+  Monitor n({1e-6, 0, 10}, {1.0});
+  EXPECT_TRUE(n.observe(0, 3, std::nan("")));
+  EXPECT_EQ(n.status(0), ColumnStatus::non_finite);
+}

@@ -1,0 +1,201 @@
+// Generators, statistics, format conversions and the Eigen bridge: all host code, all run in CI.
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <chrono>
+
+#include "eigen_bridge.hpp"
+#include "error.hpp"
+#include "formats.hpp"
+#include "generators.hpp"
+#include "stats.hpp"
+
+using namespace spcg;
+
+namespace {
+bool is_spd(const CsrMatrix& a) {
+  Eigen::MatrixXd d = Eigen::MatrixXd(to_eigen(a));
+  Eigen::LLT<Eigen::MatrixXd> llt(d);
+  return llt.info() == Eigen::Success;
+}
+CsrMatrix random_csr(int32_t rows, int32_t cols, double density, uint64_t seed, bool empty_rows = true) {
+  SplitMix64 rng(seed);
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t i = 0; i < rows; ++i) {
+    if (empty_rows && i % 7 == 3) continue;
+    for (int32_t j = 0; j < cols; ++j)
+      if (rng.uniform() < density) ti.push_back(i), tj.push_back(j), tv.push_back(rng.uniform() - 0.5);
+  }
+  return csr_from_triplets(rows, cols, ti, tj, tv);
+}
+void expect_same(const CsrMatrix& a, const CsrMatrix& b) {
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.cols, b.cols);
+  EXPECT_EQ(a.row_ptr, b.row_ptr);
+  EXPECT_EQ(a.col_idx, b.col_idx);
+  EXPECT_EQ(a.values, b.values);
+}
+}  // namespace
+
+TEST(Generators, ExactNonzeroCounts) {
+  EXPECT_EQ(poisson2d_5pt(10).nnz(), 5 * 100 - 4 * 10);
+  EXPECT_EQ(poisson2d_9pt(10).nnz(), 9 * 100 - 6 * 10 * 2 + 4);
+  EXPECT_EQ(poisson3d_7pt(10).nnz(), 7 * 1000 - 6 * 100);
+  EXPECT_EQ(poisson3d_27pt(5).nnz(), 27LL * 125 - (27 * 125 - 13 * 13 * 13));
+  EXPECT_EQ(anisotropic3d(6).nnz(), 7 * 216 - 6 * 36);
+}
+
+TEST(Generators, SymmetricPositiveDefinite) {
+  for (const std::string spec : {"poisson2d:9", "poisson2d9:8", "poisson3d:5", "poisson3d27:4", "aniso3d:5", "powerlaw:300"}) {
+    const CsrMatrix a = generate(spec);
+    a.validate(spec);
+    const MatrixStats s = compute_stats(a);
+    EXPECT_TRUE(s.numerically_symmetric) << spec;
+    EXPECT_TRUE(s.diagonal_positive) << spec;
+    EXPECT_TRUE(is_spd(a)) << spec;
+  }
+}
+
+TEST(Generators, DeterministicFromSeed) {
+  const CsrMatrix a = generate("powerlaw:2000:7"), b = generate("powerlaw:2000:7"), c = generate("powerlaw:2000:8");
+  expect_same(a, b);
+  EXPECT_NE(a.col_idx, c.col_idx);
+}
+
+TEST(Generators, PowerLawHasLongTail) {
+  const CsrMatrix a = powerlaw_spd(200000, 42);
+  const MatrixStats s = compute_stats(a);
+  EXPECT_GT(s.row_max, 1000);
+  EXPECT_LT(s.row_mean, 20);
+  EXPECT_GT(s.row_stddev / s.row_mean, 1.0);
+}
+
+TEST(Generators, LargePoissonIsFast) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CsrMatrix a = poisson3d_7pt(100);  // 1M rows; 200^3 is 8x this
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(a.rows, 1000000);
+  EXPECT_LT(s, 3.0);
+}
+
+TEST(Generators, BadSpecsAreClearErrors) {
+  for (const std::string spec : {"poisson3d", "poisson3d:x", "poisson3d:-4", "cube:10", "poisson3d:99999"}) {
+    try {
+      generate(spec);
+      ADD_FAILURE() << spec;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.file(), spec);
+    }
+  }
+}
+
+TEST(Stats, CountsOnKnownMatrix) {
+  // [4 -1 0; -1 4 0; 0 0 0] with an explicit zero at (3,3)... plus an empty row.
+  CsrMatrix a;
+  a.rows = a.cols = 4;
+  a.row_ptr = {0, 2, 4, 5, 5};
+  a.col_idx = {0, 1, 0, 1, 2};
+  a.values = {4, -1, -1, 4, 0};
+  const MatrixStats s = compute_stats(a, 2);
+  EXPECT_EQ(s.nnz, 5);
+  EXPECT_EQ(s.row_min, 0);
+  EXPECT_EQ(s.row_max, 2);
+  EXPECT_EQ(s.empty_rows, 1);
+  EXPECT_EQ(s.explicit_zeros, 1);
+  EXPECT_EQ(s.duplicates_summed, 2);
+  EXPECT_EQ(s.bandwidth, 1);
+  EXPECT_EQ(s.distinct_diagonals, 3);
+  EXPECT_TRUE(s.pattern_symmetric);
+  EXPECT_TRUE(s.numerically_symmetric);
+  EXPECT_EQ(s.missing_diagonal, 1);
+  EXPECT_EQ(s.nonpositive_diagonal, 2);
+  EXPECT_FALSE(s.diagonal_positive);
+  EXPECT_EQ(s.strictly_dominant_rows, 2);
+}
+
+TEST(Stats, DetectsAsymmetry) {
+  CsrMatrix a;
+  a.rows = a.cols = 2;
+  a.row_ptr = {0, 2, 3};
+  a.col_idx = {0, 1, 1};
+  a.values = {1, 2, 1};  // (1,2) has no partner
+  const MatrixStats s = compute_stats(a);
+  EXPECT_FALSE(s.pattern_symmetric);
+  EXPECT_FALSE(s.numerically_symmetric);
+  a.row_ptr = {0, 2, 4};
+  a.col_idx = {0, 1, 0, 1};
+  a.values = {1, 2, 2.5, 1};
+  const MatrixStats t = compute_stats(a);
+  EXPECT_TRUE(t.pattern_symmetric);
+  EXPECT_FALSE(t.numerically_symmetric);
+  EXPECT_NEAR(t.max_asymmetry, 0.2, 1e-12);
+}
+
+TEST(Formats, RoundTrips) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const CsrMatrix a = random_csr(97, 61, 0.1, seed);
+    expect_same(coo_to_csr(csr_to_coo(a)), a);
+    expect_same(ell_to_csr(csr_to_ell(a, 100)), a);
+    expect_same(sell_to_csr(csr_to_sell(a, 32, 1, 100)), a);
+    expect_same(sell_to_csr(csr_to_sell(a, 32, 64, 100)), a);
+    expect_same(sell_to_csr(csr_to_sell(a, 4, 8, 100)), a);
+    expect_same(hyb_to_csr(csr_to_hyb(a)), a);
+    expect_same(hyb_to_csr(csr_to_hyb(a, 2)), a);
+    expect_same(dia_to_csr(csr_to_dia(a, 1e9)), a);  // no explicit zeros in a
+  }
+  const CsrMatrix p = poisson3d_7pt(6);
+  expect_same(dia_to_csr(csr_to_dia(p)), p);
+}
+
+TEST(Formats, EllPaddingUsesLastColumnAndZero) {
+  CsrMatrix a;
+  a.rows = a.cols = 3;
+  a.row_ptr = {0, 1, 3, 3};
+  a.col_idx = {2, 0, 1};
+  a.values = {5, 6, 7};
+  const EllMatrix e = csr_to_ell(a, 10);
+  ASSERT_EQ(e.width, 2);
+  EXPECT_EQ(e.col_idx[1 * 3 + 0], 2);  // row 0 padded with its last column
+  EXPECT_EQ(e.values[1 * 3 + 0], 0.0);
+  EXPECT_EQ(e.values[0 * 3 + 2], 0.0);  // empty row
+}
+
+TEST(Formats, FillGuardsRefuseWastefulConversions) {
+  const CsrMatrix p = powerlaw_spd(5000, 3);
+  EXPECT_THROW(csr_to_dia(p), FormatRefused);
+  EXPECT_THROW(csr_to_ell(p), FormatRefused);
+  const DiaMatrix d = csr_to_dia(poisson3d_7pt(20));
+  EXPECT_EQ(d.offsets.size(), 7u);
+}
+
+TEST(Formats, HybWidthFollowsDistribution) {
+  const CsrMatrix p = powerlaw_spd(20000, 3);
+  const HybMatrix h = csr_to_hyb(p);
+  EXPECT_GE(h.ell.width, 2);
+  EXPECT_LT(h.ell.width, 64);
+  EXPECT_GT(h.coo.values.size(), 0u);
+}
+
+TEST(EigenBridge, RoundTripAndReferenceSpmm) {
+  const CsrMatrix a = random_csr(50, 40, 0.2, 9);
+  expect_same(from_eigen(to_eigen(a)), a);
+  DenseBlock x(40, 3), y(50, 3, std::numeric_limits<double>::quiet_NaN());
+  SplitMix64 rng(4);
+  for (double& v : x.data) v = rng.uniform();
+  reference_spmm(a, 2.0, x, 0.0, y);  // beta = 0 must not read the NaN-poisoned y
+  const Eigen::MatrixXd ex = Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(x.data.data(), 40, 3);
+  const Eigen::MatrixXd ey = 2.0 * (to_eigen(a) * ex);
+  for (int i = 0; i < 50; ++i)
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(y.at(i, j), ey(i, j), 1e-13) << i << "," << j;
+}
+
+TEST(EigenBridge, HostConjugateGradientSolves) {
+  const CsrMatrix a = poisson2d_5pt(20);
+  DenseBlock b(a.rows, 2, 1.0);
+  const HostSolveResult r = eigen_cg(a, b, 1e-10, 1000, "none");
+  EXPECT_TRUE(r.all_converged);
+  for (double rel : relative_residuals(a, r.x, b)) EXPECT_LT(rel, 1e-9);
+  const HostSolveResult rj = eigen_cg(a, b, 1e-10, 1000, "jacobi");
+  EXPECT_TRUE(rj.all_converged);
+}
