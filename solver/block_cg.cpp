@@ -123,7 +123,9 @@ class Blas {
     const double one = 1, zero = 0;
     CHECK_CUBLAS(cublasDgemm(h_, CUBLAS_OP_N, CUBLAS_OP_T, a, b, static_cast<int>(n), &one, U, a, V, b, &zero,
                              scratch.data(), a));
-    CHECK_CUDA(cudaMemcpy(C.a.data(), scratch.data(), C.a.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    // On the solver's (non-blocking) stream: a plain cudaMemcpy would not wait for the GEMM.
+    CHECK_CUDA(cudaMemcpyAsync(C.a.data(), scratch.data(), C.a.size() * sizeof(double), cudaMemcpyDeviceToHost, stream()));
+    CHECK_CUDA(cudaStreamSynchronize(stream()));
     return C;
   }
   // Y (n x b) = beta Y + U (n x a) * M (a x b, host col-major).
