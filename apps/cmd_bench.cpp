@@ -308,13 +308,15 @@ int bench_cg(const po::variables_map& vm) {
     const double rel_true = res.columns[0].true_residual / res.columns[0].b_norm;
     std::printf("%-22s %8d %6d %6d %10.2f %10.2f %8.2f %10.2f %7.2fx %7d %7.1e %s\n", p.name.substr(0, 22).c_str(),
                 a.rows, res.columns[0].iterations, eigen_it, us_iter, floor_us, us_iter / floor_us, ref_us,
-                ref_us / us_iter, ref.iterations, rel_true, auto_choice(*op, 1).c_str());
+                ref_us / us_iter, ref.iterations, rel_true,
+                (auto_choice(*op, 1) + (res.used_persistent ? " (persistent)" : "")).c_str());
     j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("nnz", static_cast<long long>(a.nnz()));
     j.kv("iterations", res.columns[0].iterations).kv("eigen_iterations", eigen_it).kv("us_per_iteration", us_iter);
     j.kv("fused_floor_us", floor_us).kv("ratio_to_floor", us_iter / floor_us);
     j.kv("reference_us_per_iteration", ref_us).kv("speedup_vs_reference", ref_us / us_iter);
     j.kv("reference_iterations", ref.iterations).kv("relative_true_residual", rel_true);
-    j.kv("status", to_string(res.columns[0].status)).kv("kernel", auto_choice(*op, 1)).kv("cuda_graph", res.used_graph).end_object();
+    j.kv("status", to_string(res.columns[0].status)).kv("kernel", auto_choice(*op, 1)).kv("cuda_graph", res.used_graph)
+        .kv("persistent_kernel", res.used_persistent).end_object();
   }
   j.end_array().end_object();
   if (vm.count("output")) {

@@ -76,6 +76,8 @@ int run_solve(const std::vector<std::string>& args) {
       ("check-every", po::value<int>()->default_value(8), "fused path: iterations between residual reads")
       ("timing", po::value<std::string>()->default_value("auto"), "kernels | phases | auto (kernels for n >= 200000)")
       ("graph", po::value<std::string>()->default_value("auto"), "auto | on | off: CUDA graph for the iteration batches")
+      ("persistent", po::value<std::string>()->default_value("auto"),
+       "auto | on | off: CG in one cooperative launch for small systems (kernel auto, n <= 65536)")
       ("deterministic", "atomic-free kernels, fixed-order reductions; prints a checksum of x")
       ("verify", "check ||b - A x|| / ||b|| on the host with Eigen (and compare with Eigen's CG for small systems)")
       ("backend", po::value<std::string>(), "gpu | host (default gpu when a CUDA device exists)")
@@ -91,7 +93,7 @@ int run_solve(const std::vector<std::string>& args) {
   if (vm.count("matrix") && vm.count("generate")) throw UsageError("--matrix and --generate conflict: give one");
   const std::string solver = vm["solver"].as<std::string>(), precond = vm["precond"].as<std::string>();
   const std::string vops = vm["vector-ops"].as<std::string>(), timing = vm["timing"].as<std::string>();
-  const std::string graph = vm["graph"].as<std::string>();
+  const std::string graph = vm["graph"].as<std::string>(), persistent = vm["persistent"].as<std::string>();
   const int nrhs = vm["nrhs"].as<int>(), maxit = vm["maxit"].as<int>(), monitor = vm["monitor"].as<int>();
   const double tol = vm["tol"].as<double>(), atol = vm["atol"].as<double>();
   if (solver != "cg" && solver != "block-cg" && solver != "multi-cg")
@@ -100,6 +102,8 @@ int run_solve(const std::vector<std::string>& args) {
   if (vops != "fused" && vops != "thrust") throw UsageError("--vector-ops must be fused or thrust, got '" + vops + "'");
   if (timing != "auto" && timing != "kernels" && timing != "phases") throw UsageError("--timing must be auto, kernels or phases");
   if (graph != "auto" && graph != "on" && graph != "off") throw UsageError("--graph must be auto, on or off");
+  if (persistent != "auto" && persistent != "on" && persistent != "off")
+    throw UsageError("--persistent must be auto, on or off");
   if (nrhs < 1 || nrhs > 4096) throw UsageError("--nrhs must be between 1 and 4096");
   if (maxit < 0) throw UsageError("--maxit must be >= 0");
   if (!(tol >= 0) || !(atol >= 0) || !std::isfinite(tol) || !std::isfinite(atol))
@@ -159,6 +163,7 @@ int run_solve(const std::vector<std::string>& args) {
   SolveOptions o;
   o.stop = {tol, atol, maxit};
   o.precond = precond, o.vector_ops = vops, o.check_every = vm["check-every"].as<int>(), o.graph = graph;
+  o.persistent = persistent;
   o.deterministic = vm.count("deterministic") > 0, o.monitor_every = monitor, o.keep_history = vm.count("history") > 0;
   o.time_kernels = timing == "kernels" || (timing == "auto" && st.rows >= 200000);
 

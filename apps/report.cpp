@@ -25,7 +25,7 @@ void print_report(const SolveReport& r) {
   std::printf("system      %lld rows, %lld nonzeros, %d right-hand side(s)\n", static_cast<long long>(r.rows),
               static_cast<long long>(r.nnz), r.nrhs);
   std::printf("solver      %s, precond %s, vector ops %s, backend %s%s\n", r.solver.c_str(), r.precond.c_str(),
-              r.vector_ops.c_str(), r.backend.c_str(), s.used_graph ? ", CUDA graph" : "");
+              r.vector_ops.c_str(), r.backend.c_str(), s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
   std::printf("\nphase                       ms\n");
   for (const auto& p : r.phases) std::printf("  %-20s %10.3f\n", p.name.c_str(), p.ms);
@@ -72,7 +72,7 @@ std::string report_json(const SolveReport& r) {
       .kv("nnz", static_cast<long long>(r.nnz)).kv("nrhs", r.nrhs);
   j.kv("solver", r.solver).kv("precond", r.precond).kv("vector_ops", r.vector_ops).kv("backend", r.backend);
   j.kv("kernel", r.kernel).kv("kernel_reason", r.kernel_reason).kv("rtol", r.rtol).kv("atol", r.atol);
-  j.kv("cuda_graph", s.used_graph);
+  j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent);
   j.begin_array("phases");
   for (const auto& p : r.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
   j.end_array();

@@ -9,6 +9,8 @@
 #include <random>
 
 #include "blas1.hpp"
+#include "cg_persistent.hpp"
+#include "device_formats.hpp"
 #include "formats.hpp"
 #include "registry.hpp"
 #include "stats.hpp"
@@ -22,6 +24,10 @@ struct AutoTuning {
   static constexpr double skew_cv = 1.0;           // row-length stddev / mean above this: load balancing
   static constexpr double skew_max_over_mean = 16;
   static constexpr double regular_ell_fill = 1.5;
+  // Small systems also keep a CSR copy for the persistent (one-launch) CG: launch latency, not bandwidth,
+  // bounds them, and the copy costs little.
+  static constexpr int32_t csr_copy_max_rows = 65536;
+  static constexpr int64_t csr_copy_max_nnz = 4 << 20;
 };
 
 std::string fmt(const char* f, double v) {
@@ -52,6 +58,7 @@ class AutoOperator final : public LinearOperator {
       why = "moderate skew: ELL fill " + fmt("%.2f", st.ell_fill);
     }
     if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
+    else if (spmv.front() == "dia") spmm = {"spmm-dia", "spmm-cwm"};
     else spmm = {"spmm-cwm", "spmm-crc"};
     expected_k_ = std::max(1, o.expected_k);
     const auto t0 = std::chrono::steady_clock::now();
@@ -65,9 +72,35 @@ class AutoOperator final : public LinearOperator {
     info_.analysis_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
                          spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
     info_.reason = why;
+    if (a.rows > 0 && a.rows <= AutoTuning::csr_copy_max_rows && a.nnz() <= AutoTuning::csr_copy_max_nnz) {
+      SetupInfo ignored;
+      small_csr_ = std::make_unique<DeviceCsr>(upload_csr(a, ignored));
+      std::vector<int4> pieces;
+      std::vector<int2> slots;
+      long_row_entries_ = persistent_cg_long_row_threshold(a.rows, a.nnz());
+      for (int32_t i = 0; i < a.rows; ++i) {
+        if (a.row_length(i) <= long_row_entries_) continue;
+        const int first = static_cast<int>(pieces.size());
+        for (int32_t b = a.row_ptr[i]; b < a.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
+          pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, a.row_ptr[i + 1]), static_cast<int>(slots.size())});
+        slots.push_back({first, static_cast<int>(pieces.size()) - first});
+      }
+      long_pieces_ = DeviceArray<int4>(pieces, "CSR copy long-row pieces");
+      long_slots_ = DeviceArray<int2>(slots, "CSR copy long rows");
+      info_.device_bytes += ignored.device_bytes + static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes());
+    }
     if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
   }
   std::string name() const override { return "auto"; }
+  CsrView csr_view() const override {
+    if (!small_csr_) return {};
+    const DeviceCsr& c = *small_csr_;
+    CsrView v{c.rows, c.cols, c.nnz, c.row_ptr.data(), c.col_idx.data(), c.values.data()};
+    v.long_row_entries = long_row_entries_;
+    v.long_pieces = long_pieces_.data(), v.long_piece_count = static_cast<int32_t>(long_pieces_.size());
+    v.long_slots = long_slots_.data(), v.long_slot_count = static_cast<int32_t>(long_slots_.size());
+    return v;
+  }
   std::string chosen(int k) const { return (k > 1 && spmm_ ? spmm_ : spmv_)->name(); }
   double bytes_per_apply(int k) const override { return op_for(k).bytes_per_apply(k); }
   bool deterministic() const override { return spmv_->deterministic() && (!spmm_ || spmm_->deterministic()); }
@@ -131,6 +164,10 @@ class AutoOperator final : public LinearOperator {
   }
 
   std::shared_ptr<LinearOperator> spmv_, spmm_;
+  std::unique_ptr<DeviceCsr> small_csr_;
+  DeviceArray<int4> long_pieces_;
+  DeviceArray<int2> long_slots_;
+  int32_t long_row_entries_ = 0;
   int expected_k_ = 1;
 };
 

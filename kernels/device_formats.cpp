@@ -66,10 +66,30 @@ DeviceDia upload_dia(const DiaMatrix& m, SetupInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   DeviceDia d;
   d.rows = m.rows, d.cols = m.cols, d.diagonals = static_cast<int32_t>(m.offsets.size());
+  d.min_offset = m.offsets.empty() ? 0 : m.offsets.front();
+  d.max_offset = m.offsets.empty() ? 0 : m.offsets.back();
   d.offsets = up(m.offsets, "DIA offsets", info);
   d.values = up(m.values, "DIA values", info);
   info.upload_ms += elapsed_ms(t0);
   return d;
+}
+
+DeviceDia build_device_dia(const CsrMatrix& a, double max_fill, int max_diagonals, const std::string& kernel,
+                           SetupInfo& info, bool allow_symmetric) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DiaMatrix d = csr_to_dia(a, max_fill);
+  if (static_cast<int>(d.offsets.size()) > max_diagonals)
+    throw FormatRefused(kernel + " refused: " + std::to_string(d.offsets.size()) + " diagonals (limit " +
+                        std::to_string(max_diagonals) + ")");
+  const size_t all = d.offsets.size();
+  const bool symmetric = allow_symmetric && dia_is_symmetric(d);
+  if (symmetric) d = dia_upper_half(d);
+  info.convert_ms = elapsed_ms(t0);
+  info.format = symmetric ? "dia-sym-" + std::to_string(d.offsets.size()) + "of" + std::to_string(all)
+                          : "dia-" + std::to_string(all);
+  DeviceDia dev = upload_dia(d, info);
+  if (symmetric) dev.min_offset = -dev.max_offset, dev.symmetric = true;
+  return dev;
 }
 
 }  // namespace spcg

@@ -58,7 +58,16 @@ __device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
   if (!is_last) return;
   __threadfence();
   double s = 0;
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) s += __ldcg(sink.partials + b);
+  // four independent loads in flight per pass (the combine is on the critical path of every fused kernel)
+  for (unsigned b0 = threadIdx.x; b0 < gridDim.x; b0 += 4 * blockDim.x) {
+    double v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const unsigned b = b0 + u * blockDim.x;
+      v[u] = b < gridDim.x ? __ldcg(sink.partials + b) : 0.0;
+    }
+    s += (v[0] + v[1]) + (v[2] + v[3]);
+  }
   s = block_sum(s);
   if (threadIdx.x == 0) {
     *sink.result = s;

@@ -38,6 +38,25 @@ struct DotSink {
   int capacity = 0;  // max blocks
 };
 
+// Plain CSR arrays on the device, for whole-solver kernels that walk rows themselves (the persistent CG for
+// small systems). Empty when an operator does not keep them; the storage format stays hidden either way.
+struct CsrView {
+  int32_t rows = 0, cols = 0;
+  int64_t nnz = 0;
+  const int32_t* row_ptr = nullptr;
+  const int32_t* col = nullptr;
+  const double* val = nullptr;
+  // Rows longer than long_row_entries (0: none) are left to a second pass that splits each into pieces of at
+  // most long_row_entries entries: long_pieces[i] = {row, begin, end, slot}, long_slots[s] = {first piece,
+  // pieces}. A dense row otherwise serialises one group of lanes for thousands of entries.
+  int32_t long_row_entries = 0;
+  const int4* long_pieces = nullptr;
+  int32_t long_piece_count = 0;
+  const int2* long_slots = nullptr;
+  int32_t long_slot_count = 0;
+  explicit operator bool() const { return row_ptr != nullptr; }
+};
+
 class LinearOperator {
  public:
   virtual ~LinearOperator() = default;
@@ -50,6 +69,9 @@ class LinearOperator {
   // y = A x (k = 1) and, where the kernel fuses it, *sink.result = x . y. Returns false if this operator has no
   // fused epilogue (the caller then runs a separate dot). Only for square operators.
   virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const;
+
+  // A CSR copy of A when this operator keeps one (auto does for small matrices), else empty.
+  virtual CsrView csr_view() const { return {}; }
 
   virtual std::string name() const = 0;
   virtual double bytes_per_apply(int k) const = 0;  // the format's own bytes model (beta = 0)

@@ -2,8 +2,10 @@
 // multiplication on GPUs using the CSR storage format", SC 2014; Daga & Greathouse, HiPC 2015). A row block is
 // either many short rows whose entries together fit the block's shared-memory tile (CSR-stream: the block
 // streams the products into shared memory with coalesced loads, then 1..32 threads per row reduce them, so a
-// few medium rows get a warp each) or a single long row that the whole block reduces (CSR-vector-L).
-// Deterministic: no atomics.
+// few medium rows get a warp each) or a piece of at most `piece_entries` entries of one long row
+// (CSR-vector-L, split as in Daga & Greathouse's CSR-Adaptive update: a 16k-entry row on one block was the
+// critical path on power-law matrices). Pieces of one row leave block sums in a partials array; the last piece
+// to finish (an arrival counter, not an atomic sum) adds them in piece order, so results are deterministic.
 #include <algorithm>
 
 #include "device_formats.hpp"
@@ -17,6 +19,17 @@ struct CsrAdaptiveTuning {
   static constexpr int threads = 256;
   static constexpr int tile_entries = 1024;  // shared-memory products per row block (8 KiB)
   static constexpr int max_rows = threads;   // every row of a block gets at least one thread
+  static constexpr int piece_entries = 2048; // long rows: entries per block (8 per thread)
+  static constexpr int unroll = 4;           // independent loads in flight per thread on long rows
+};
+
+// A block is either a run of short rows [first, last) (slot < 0) or piece `piece` of long row `first`,
+// entries [nz_begin, nz_end), whose partial sums live at partials[partial_offset[slot] + piece].
+struct RowBlock {
+  int first, last, nz_begin, nz_end, slot, piece;
+};
+struct LongRowSlot {
+  int pieces, partial_offset;
 };
 
 template <int W>
@@ -36,28 +49,57 @@ __device__ __forceinline__ void stream_rows(int first_row, int rows_in_block, co
 }
 
 __global__ void __launch_bounds__(CsrAdaptiveTuning::threads)
-    csr_adaptive_kernel(const int* __restrict__ row_blocks, const int* __restrict__ row_ptr, const int* __restrict__ col,
-                        const double* __restrict__ val, const double* __restrict__ x, int ld, double alpha, double beta,
-                        double* __restrict__ y) {
+    csr_adaptive_kernel(const RowBlock* __restrict__ blocks, const LongRowSlot* __restrict__ slots,
+                        double* __restrict__ partials, unsigned* __restrict__ arrivals, const int* __restrict__ row_ptr,
+                        const int* __restrict__ col, const double* __restrict__ val, const double* __restrict__ x,
+                        int ld, double alpha, double beta, double* __restrict__ y) {
   __shared__ double s_prod[CsrAdaptiveTuning::tile_entries];
-  const int first = row_blocks[blockIdx.x], last = row_blocks[blockIdx.x + 1];
-  const int rows_in_block = last - first;
-  const int nz_begin = row_ptr[first], nz_end = row_ptr[last];
-  if (rows_in_block == 1 && nz_end - nz_begin > CsrAdaptiveTuning::tile_entries) {
-    // CSR-vector-L: one long row, the whole block strides it.
+  __shared__ bool s_last;
+  const RowBlock rb = blocks[blockIdx.x];
+  auto product = [&](int p) {
+    return dev::load_stream(val + p) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + p)) * ld);
+  };
+  if (rb.slot >= 0) {
+    // CSR-vector-L on one piece of a long row.
     double sum = 0;
-    for (int p = nz_begin + threadIdx.x; p < nz_end; p += blockDim.x)
-      sum += dev::load_stream(val + p) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + p)) * ld);
+    constexpr int U = CsrAdaptiveTuning::unroll;
+    int p = rb.nz_begin + threadIdx.x;
+    for (; p + (U - 1) * int(blockDim.x) < rb.nz_end; p += U * blockDim.x) {
+      double t[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) t[u] = product(p + u * blockDim.x);
+#pragma unroll
+      for (int u = 0; u < U; ++u) sum += t[u];
+    }
+    for (; p < rb.nz_end; p += blockDim.x) sum += product(p);
     sum = dev::block_sum(sum);
-    if (threadIdx.x == 0) dev::store_y(y + int64_t(first) * ld, alpha, sum, beta);
+    const LongRowSlot slot = slots[rb.slot];
+    if (slot.pieces == 1) {
+      if (threadIdx.x == 0) dev::store_y(y + int64_t(rb.first) * ld, alpha, sum, beta);
+      return;
+    }
+    if (threadIdx.x == 0) {
+      partials[slot.partial_offset + rb.piece] = sum;
+      __threadfence();
+      s_last = atomicAdd(arrivals + rb.slot, 1u) == unsigned(slot.pieces - 1);
+      if (s_last) {
+        __threadfence();
+        double total = 0;
+        for (int q = 0; q < slot.pieces; ++q) total += __ldcg(partials + slot.partial_offset + q);
+        dev::store_y(y + int64_t(rb.first) * ld, alpha, total, beta);
+        arrivals[rb.slot] = 0;
+      }
+    }
     return;
   }
   // CSR-stream: coalesced products into shared memory, then a power-of-two group of threads per row.
-  for (int p = nz_begin + threadIdx.x; p < nz_end; p += blockDim.x)
-    s_prod[p - nz_begin] = dev::load_stream(val + p) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + p)) * ld);
+  const int rows_in_block = rb.last - rb.first;
+#pragma unroll 4
+  for (int p = rb.nz_begin + threadIdx.x; p < rb.nz_end; p += blockDim.x) s_prod[p - rb.nz_begin] = product(p);
   __syncthreads();
   int w = 1;
   while (w < 32 && (w * 2) * rows_in_block <= static_cast<int>(blockDim.x)) w *= 2;
+  const int first = rb.first, nz_begin = rb.nz_begin;
   switch (w) {
     case 1: stream_rows<1>(first, rows_in_block, row_ptr, s_prod, nz_begin, alpha, beta, y, ld); break;
     case 2: stream_rows<2>(first, rows_in_block, row_ptr, s_prod, nz_begin, alpha, beta, y, ld); break;
@@ -68,9 +110,15 @@ __global__ void __launch_bounds__(CsrAdaptiveTuning::threads)
   }
 }
 
-// Greedy binning: extend the block while the entries fit the tile and there are threads for the rows.
-std::vector<int32_t> make_row_blocks(const CsrMatrix& a) {
-  std::vector<int32_t> blocks{0};
+// Greedy binning: extend the block while the entries fit the tile and there are threads for the rows; a row
+// longer than the tile becomes ceil(length / piece_entries) pieces.
+struct Binning {
+  std::vector<RowBlock> blocks;
+  std::vector<LongRowSlot> slots;
+  int partials = 0;
+};
+Binning make_row_blocks(const CsrMatrix& a) {
+  Binning b;
   int32_t first = 0;
   while (first < a.rows) {
     int32_t last = first;
@@ -80,39 +128,62 @@ std::vector<int32_t> make_row_blocks(const CsrMatrix& a) {
       entries += a.row_length(last);
       ++last;
     }
-    if (last == first) ++last;  // a row longer than the tile gets a block of its own
-    blocks.push_back(last);
+    if (last > first) {
+      b.blocks.push_back({first, last, a.row_ptr[first], a.row_ptr[last], -1, 0});
+    } else {  // one long row
+      last = first + 1;
+      const int length = a.row_length(first);
+      const int pieces = (length + CsrAdaptiveTuning::piece_entries - 1) / CsrAdaptiveTuning::piece_entries;
+      const int slot = static_cast<int>(b.slots.size());
+      b.slots.push_back({pieces, b.partials});
+      b.partials += pieces;
+      for (int q = 0; q < pieces; ++q) {
+        const int begin = a.row_ptr[first] + q * CsrAdaptiveTuning::piece_entries;
+        b.blocks.push_back({first, last, begin, std::min(begin + CsrAdaptiveTuning::piece_entries, a.row_ptr[last]), slot, q});
+      }
+    }
     first = last;
   }
-  return blocks;
+  return b;
 }
 
 class CsrAdaptive final : public SpmvOperator {
  public:
   CsrAdaptive(const CsrMatrix& a) : SpmvOperator(a) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t> blocks = make_row_blocks(a);
+    const Binning bins = make_row_blocks(a);
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "csr+rowblocks";
-    blocks_ = static_cast<int>(blocks.size()) - 1;
-    info_.reason = std::to_string(blocks_) + " row blocks";
+    blocks_ = static_cast<int>(bins.blocks.size());
+    info_.reason = std::to_string(blocks_) + " row blocks, " + std::to_string(bins.slots.size()) + " long rows in " +
+                   std::to_string(bins.partials) + " pieces";
     csr_ = upload_csr(a, info_);
-    row_blocks_ = DeviceArray<int32_t>(blocks, "CSR-adaptive row blocks");
-    info_.device_bytes += static_cast<int64_t>(row_blocks_.bytes());
+    blocks_dev_ = DeviceArray<RowBlock>(bins.blocks, "CSR-adaptive row blocks");
+    slots_ = DeviceArray<LongRowSlot>(bins.slots, "CSR-adaptive long rows");
+    partials_ = DeviceArray<double>(std::max(1, bins.partials), "CSR-adaptive piece sums");
+    arrivals_ = DeviceArray<unsigned>(std::max<size_t>(1, bins.slots.size()), "CSR-adaptive arrivals");
+    CHECK_CUDA(cudaMemset(arrivals_.data(), 0, arrivals_.bytes()));
+    info_.device_bytes += static_cast<int64_t>(blocks_dev_.bytes() + slots_.bytes() + partials_.bytes() + arrivals_.bytes());
   }
   std::string name() const override { return "csr-adaptive"; }
-  double bytes_per_apply(int k) const override { return (csr_bytes_model(rows_, nnz_, 1) + 4.0 * blocks_) * k; }
+  double bytes_per_apply(int k) const override {
+    return (csr_bytes_model(rows_, nnz_, 1) + double(sizeof(RowBlock)) * blocks_) * k;
+  }
 
  protected:
   void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
     csr_adaptive_kernel<<<blocks_, CsrAdaptiveTuning::threads, 0, s>>>(
-        row_blocks_.data(), csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, ld, alpha, beta, y);
+        blocks_dev_.data(), slots_.data(), const_cast<double*>(partials_.data()), const_cast<unsigned*>(arrivals_.data()),
+        csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, ld, alpha, beta, y);
     CHECK_LAUNCH("csr-adaptive");
   }
 
  private:
   DeviceCsr csr_;
-  DeviceArray<int32_t> row_blocks_;
+  DeviceArray<RowBlock> blocks_dev_;
+  DeviceArray<LongRowSlot> slots_;
+  DeviceArray<double> partials_;
+  DeviceArray<unsigned> arrivals_;
   int blocks_ = 0;
 };
 

@@ -1,7 +1,13 @@
-// dia: diagonal storage, one thread per row, the diagonal offsets in shared memory (Bell & Garland 2009).
-// Values of diagonal d are one contiguous stripe, and x is read at i + offset: both fully coalesced, and no
-// column indices at all, so a banded matrix moves 8 bytes per stored entry instead of CSR's 12 (the way
-// past the CSR bandwidth floor). Setup refuses matrices whose diagonals are mostly padding.
+// dia: diagonal storage (Bell & Garland 2009). Values of diagonal d are one contiguous stripe, x is read at
+// i + offset: both fully coalesced, and no column indices at all, so a banded matrix moves 8 bytes per stored
+// entry instead of CSR's 12 (the way past the CSR bandwidth floor). A symmetric matrix keeps only the
+// diagonals with offset >= 0: the entry of offset -o in row i is the entry of offset +o in row i - o, read
+// from the same stripe o rows back (an L1/L2 hit: that part of the stripe was just streamed), which halves the
+// value bytes of a stencil (7-pt: 4 stripes instead of 7). Setup refuses matrices whose diagonals are mostly
+// padding.
+// Work mapping: one thread per row, grid-stride over 256-row tiles, so the whole GPU sweeps each stripe
+// front to back together (DRAM page locality; giving each block one contiguous range of rows instead was
+// measured 9% slower on 7-pt 200^3, H200). Rows whose every diagonal lands inside x skip the bounds test.
 #include <algorithm>
 
 #include "device_formats.hpp"
@@ -18,21 +24,44 @@ struct DiaTuning {
   static constexpr double max_fill = 1.5;    // stored slots over nonzeros
 };
 
-template <bool WithDot>
+// Stripes with caching loads when they are read twice (symmetric), streaming loads otherwise.
+template <bool Symmetric>
+__device__ __forceinline__ double load_value(const double* p) {
+  if constexpr (Symmetric) return __ldg(p);
+  else return dev::load_stream(p);
+}
+
+template <bool WithDot, bool Symmetric>
 __global__ void __launch_bounds__(DiaTuning::threads)
-    dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, const double* __restrict__ val,
-               const double* __restrict__ x, int ld, double alpha, double beta, double* __restrict__ y, DotSink sink) {
+    dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, int min_offset, int max_offset,
+               const double* __restrict__ val, const double* __restrict__ x, int ld, double alpha, double beta,
+               double* __restrict__ y, DotSink sink) {
   __shared__ int s_off[DiaTuning::max_diagonals];
   for (int d = threadIdx.x; d < diagonals; d += blockDim.x) s_off[d] = offsets[d];
   __syncthreads();
+  // rows in [interior_begin, interior_end) read x only inside [0, cols)
+  const int64_t interior_begin = min_offset < 0 ? -min_offset : 0;
+  const int64_t interior_end = int64_t{cols} - (max_offset > 0 ? max_offset : 0);
   double dot = 0;
   for (int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; row < rows; row += int64_t{gridDim.x} * blockDim.x) {
     double sum = 0;
+    const bool interior = row >= interior_begin && row < interior_end;
+    if constexpr (Symmetric) {
+      // lower part, offsets -o_d for d = diagonals-1 .. 1 (ascending column), read from row - o_d of stripe d
+      for (int d = diagonals - 1; d >= 0 && s_off[d] > 0; --d) {
+        const int64_t j = row - s_off[d];
+        if (interior || j >= 0) sum += load_value<true>(val + int64_t{d} * rows + j) * dev::load_x(x + j * ld);
+      }
+    }
+    if (interior) {
 #pragma unroll 8
-    for (int d = 0; d < diagonals; ++d) {
-      const int64_t j = row + s_off[d];
-      const double v = dev::load_stream(val + int64_t{d} * rows + row);
-      if (j >= 0 && j < cols) sum += v * dev::load_x(x + j * ld);
+      for (int d = 0; d < diagonals; ++d)
+        sum += load_value<Symmetric>(val + int64_t{d} * rows + row) * dev::load_x(x + (row + s_off[d]) * ld);
+    } else {
+      for (int d = 0; d < diagonals; ++d) {
+        const int64_t j = row + s_off[d];
+        if (j >= 0 && j < cols) sum += load_value<Symmetric>(val + int64_t{d} * rows + row) * dev::load_x(x + j * ld);
+      }
     }
     dev::store_y(y + row * ld, alpha, sum, beta);
     if (WithDot) dot += x[row] * (alpha * sum);
@@ -43,35 +72,36 @@ __global__ void __launch_bounds__(DiaTuning::threads)
 class Dia final : public SpmvOperator {
  public:
   Dia(const CsrMatrix& a) : SpmvOperator(a) {
-    const auto t0 = std::chrono::steady_clock::now();
-    DiaMatrix d = csr_to_dia(a, DiaTuning::max_fill);
-    if (static_cast<int>(d.offsets.size()) > DiaTuning::max_diagonals)
-      throw FormatRefused("dia refused: " + std::to_string(d.offsets.size()) + " diagonals (limit " +
-                          std::to_string(DiaTuning::max_diagonals) + ")");
-    info_.convert_ms = elapsed_ms(t0);
-    info_.format = "dia-" + std::to_string(d.offsets.size());
-    dia_ = upload_dia(d, info_);
+    dia_ = build_device_dia(a, DiaTuning::max_fill, DiaTuning::max_diagonals, name(), info_, true);
   }
   std::string name() const override { return "dia"; }
   double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_.diagonals + 16.0 * rows_) * k; }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     if (rows_ != cols_) return false;
-    const int blocks = std::min(sink.capacity, grid_stride_blocks(rows_, DiaTuning::threads, DiaTuning::blocks_per_sm));
-    dia_kernel<true><<<blocks, DiaTuning::threads, 0, s>>>(rows_, cols_, dia_.diagonals, dia_.offsets.data(),
-                                                          dia_.values.data(), x, 1, 1.0, 0.0, y, sink);
-    CHECK_LAUNCH("dia");
+    launch<true>(x, 1, 1.0, 0.0, y, s, sink);
     return true;
   }
 
  protected:
   void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
-    const int blocks = grid_stride_blocks(rows_, DiaTuning::threads, DiaTuning::blocks_per_sm);
-    dia_kernel<false><<<blocks, DiaTuning::threads, 0, s>>>(rows_, cols_, dia_.diagonals, dia_.offsets.data(),
-                                                           dia_.values.data(), x, ld, alpha, beta, y, DotSink{});
-    CHECK_LAUNCH("dia");
+    launch<false>(x, ld, alpha, beta, y, s, DotSink{});
   }
 
  private:
+  template <bool WithDot>
+  void launch(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink) const {
+    int blocks = grid_stride_blocks(rows_, DiaTuning::threads, DiaTuning::blocks_per_sm);
+    if (WithDot) blocks = std::min(blocks, sink.capacity);
+    auto go = [&](auto symmetric) {
+      dia_kernel<WithDot, decltype(symmetric)::value><<<blocks, DiaTuning::threads, 0, s>>>(
+          rows_, cols_, dia_.diagonals, dia_.offsets.data(), dia_.min_offset, dia_.max_offset, dia_.values.data(), x,
+          ld, alpha, beta, y, sink);
+    };
+    if (dia_.symmetric) go(std::true_type{});
+    else go(std::false_type{});
+    CHECK_LAUNCH("dia");
+  }
+
   DeviceDia dia_;
 };
 

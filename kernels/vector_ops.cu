@@ -14,6 +14,7 @@ struct VectorTuning {
   static constexpr int threads = 256;
   static constexpr int blocks_per_sm = 8;
   static constexpr int max_width = 128;  // column sums per block (multi-cg k)
+  static constexpr int unroll = 4;       // CG updates: independent rows per thread per step (loads in flight)
 };
 
 __global__ void scale_kernel(double beta, double* __restrict__ y, size_t count) {
@@ -40,7 +41,15 @@ __device__ bool multi_epilogue(double* partials, unsigned* counter, double (&v)[
 #pragma unroll
   for (int w = 0; w < W; ++w) {
     double s = 0;
-    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) s += __ldcg(partials + b * W + w);
+    for (unsigned b0 = threadIdx.x; b0 < gridDim.x; b0 += 4 * blockDim.x) {  // 4 loads in flight per pass
+      double v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const unsigned b = b0 + u * blockDim.x;
+        v[u] = b < gridDim.x ? __ldcg(partials + b * W + w) : 0.0;
+      }
+      s += (v[0] + v[1]) + (v[2] + v[3]);
+    }
     s = dev::block_sum(s);
     if (threadIdx.x == 0) out[w] = s;
   }
@@ -50,9 +59,19 @@ __device__ bool multi_epilogue(double* partials, unsigned* counter, double (&v)[
 }
 
 __global__ void dot_kernel(const double* __restrict__ a, const double* __restrict__ b, int64_t n, DotSink sink) {
+  constexpr int U = VectorTuning::unroll;
   double v = 0;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    v += a[i] * b[i];
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
+    double av[U], bv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = base + u * stride;
+      av[u] = i < n ? a[i] : 0.0, bv[u] = i < n ? b[i] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) v += av[u] * bv[u];
+  }
   dev::dot_epilogue(sink, v);
 }
 
@@ -98,15 +117,28 @@ __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* _
     }
     return;
   }
+  constexpr int U = VectorTuning::unroll;
   double v[2] = {0, 0};
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    x[i] = fma(alpha, p[i], x[i]);
-    const double ri = fma(-alpha, q[i], r[i]);
-    r[i] = ri;
-    const double zi = dinv ? dinv[i] * ri : ri;
-    if (dinv) z[i] = zi;
-    v[0] += ri * ri;
-    v[1] += ri * zi;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
+    double xv[U], pv[U], rv[U], qv[U], dv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {  // all loads first: U independent rows in flight per thread
+      const int64_t i = base + u * stride;
+      if (i < n) xv[u] = x[i], pv[u] = p[i], rv[u] = r[i], qv[u] = q[i], dv[u] = dinv ? dinv[i] : 1.0;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = base + u * stride;
+      if (i >= n) break;
+      x[i] = fma(alpha, pv[u], xv[u]);
+      const double ri = fma(-alpha, qv[u], rv[u]);
+      r[i] = ri;
+      const double zi = dv[u] * ri;
+      if (dinv) z[i] = zi;
+      v[0] += ri * ri;
+      v[1] += ri * zi;
+    }
   }
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
@@ -121,8 +153,21 @@ __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* _
 __global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const double* __restrict__ z, const CgScalars* s) {
   if (*(volatile const int*)&s->done) return;
   const double beta = s->beta;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    p[i] = fma(beta, p[i], z[i]);
+  constexpr int U = VectorTuning::unroll;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
+    double pv[U], zv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = base + u * stride;
+      if (i < n) pv[u] = p[i], zv[u] = z[i];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = base + u * stride;
+      if (i < n) p[i] = fma(beta, pv[u], zv[u]);
+    }
+  }
 }
 
 // ---- block (multi-cg) forms: thread t of a row-stride loop handles entry (i, j) = (t / k, t % k). ----

@@ -23,12 +23,12 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   done
   # memcheck on the kernel tests: synthetic edge cases for every kernel, plus the fused-dot test.
   compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_kernels --gtest_brief=1 \
-    --gtest_filter='*empty*:*one_1x1*:*odd_97*:*dense_row*:*powerlaw*:*rect*:*zero_nnz*:*poisson3d_9*:Registry.*' \
+    --gtest_filter='*empty*:*one_1x1*:*odd_97*:*dense_row*:*powerlaw*:*rect*:*zero_nnz*:*poisson3d_9*:Registry.*:BlockOps.*' \
     > "$out/memcheck_kernels.log" 2>&1
   rc=$?
   summary+=("memcheck test_kernels: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_kernels.log" | tail -1)")
   compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_solvers --gtest_brief=1 \
-    --gtest_filter='*ZeroRight*:*MaxIter*:*RankDeficient*:*Jacobi*' > "$out/memcheck_solvers.log" 2>&1
+    --gtest_filter='*ZeroRight*:*MaxIter*:*RankDeficient*:*Jacobi*:*Persistent*:*WideBlocks*' > "$out/memcheck_solvers.log" 2>&1
   rc=$?
   summary+=("memcheck test_solvers: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_solvers.log" | tail -1)")
 fi

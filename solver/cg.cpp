@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cg_persistent.hpp"
 #include "iteration_runner.hpp"
 #include "solver.hpp"
 #include "thrust_ops.hpp"
@@ -31,10 +32,74 @@ ColumnStatus from_device_status(int status) {
 
 namespace {
 
+// Copies the device residual history (squared norms) into the monitor's history of `column`.
+void take_history(const std::vector<double>& h, int iterations, Monitor& mon, int column) {
+  if (h.empty() || iterations <= 0) return;
+  auto& hist = const_cast<std::vector<std::vector<std::pair<int, double>>>&>(mon.history());
+  hist[column].clear();
+  for (int i = 0; i <= std::min<int>(iterations, static_cast<int>(h.size()) - 1); ++i)
+    hist[column].emplace_back(i, std::sqrt(h[i]));
+}
+
+// Small systems: the whole loop in one cooperative launch per monitor interval (kernels/cg_persistent.cu).
+void cg_persistent(const CsrView& view, const double* dinv, const double* b, double* x, const SolveOptions& o,
+                   cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
+  const int64_t n = view.rows;
+  const int blocks = persistent_cg_blocks(view, dinv != nullptr);
+  // One allocation for everything (r, p x2, partial sums, piece sums, state, history): at this size each
+  // cudaMalloc/cudaFree pair costs about as much as a CG iteration.
+  constexpr int64_t state_slots = (sizeof(CgScalars) + sizeof(double) - 1) / sizeof(double);
+  const int64_t history_slots = o.keep_history ? o.stop.max_iterations + 1 : 0;
+  const int64_t vectors = 3 * n + 3 * blocks + view.long_piece_count;
+  DeviceArray<double> work(vectors + state_slots + history_slots, "persistent CG workspace");
+  CgScalars* state = reinterpret_cast<CgScalars*>(work.data() + vectors);
+  double* history = history_slots ? work.data() + vectors + state_slots : nullptr;
+  CgScalars hsc{};
+  hsc.tol2 = mon.tolerance(column) * mon.tolerance(column);
+  hsc.max_iterations = o.stop.max_iterations;
+  hsc.history = history;
+  hsc.history_capacity = static_cast<int>(history_slots);
+  CHECK_CUDA(cudaMemcpyAsync(state, &hsc, sizeof hsc, cudaMemcpyHostToDevice, s));
+  PersistentCgProblem P;
+  P.a = view, P.dinv = dinv, P.b = b, P.x = x;
+  P.r = work.data(), P.p[0] = work.data() + n, P.p[1] = work.data() + 2 * n;
+  P.partials = work.data() + 3 * n;
+  P.state = state;
+  const int batch = std::max(1, o.monitor_every > 0 ? o.monitor_every : o.stop.max_iterations);
+  const double iteration_bytes = 12.0 * view.nnz + (dinv ? 96.0 : 80.0) * n;
+  bool start = true;
+  int done_before = 0;
+  while (true) {
+    timer.run("cg-persistent", iteration_bytes * batch, [&] { launch_persistent_cg(P, start, batch, s); });
+    CHECK_CUDA(cudaMemcpyAsync(&hsc, state, sizeof hsc, cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    timer.collect();
+    res.operator_applies += hsc.iteration - done_before + (start ? 1 : 0);
+    res.operator_columns += hsc.iteration - done_before + (start ? 1 : 0);
+    done_before = hsc.iteration;
+    start = false;
+    mon.observe(column, hsc.iteration, std::sqrt(hsc.rr));
+    if (hsc.done) break;
+  }
+  if (mon.status(column) == ColumnStatus::running || hsc.status != kConverged)
+    mon.finish(column, from_device_status(hsc.status), hsc.iteration);
+  if (history) {
+    std::vector<double> h(static_cast<size_t>(std::min<int64_t>(hsc.iteration + 1, history_slots)));
+    CHECK_CUDA(cudaMemcpy(h.data(), history, h.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    take_history(h, hsc.iteration, mon, column);
+  }
+  res.used_persistent = true;
+}
+
 // One right-hand side; b and x are contiguous n-vectors on the device.
 void cg_single(const LinearOperator& A, const double* dinv, const double* b, double* x, const SolveOptions& o,
                cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = A.rows();
+  if (o.vector_ops == "fused" && o.persistent != "off") {
+    const CsrView view = A.csr_view();
+    if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(view, dinv, b, x, o, s, timer, mon, column, res);
+    if (o.persistent == "on") throw UsageError("--persistent on: this operator keeps no small CSR copy (use --kernel auto, n <= 65536)");
+  }
   const double spmv_bytes = A.bytes_per_apply(1);
   DeviceArray<double> r(n, "CG residual"), p(n, "CG direction"), q(n, "CG A*p"), z(dinv ? n : 0, "CG z");
   double* zr = dinv ? z.data() : r.data();  // z = r without a preconditioner
@@ -127,13 +192,7 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
   // (operator_applies counts what ran: the SpMVs of a batch after convergence ran too, as no-op iterations.)
   if (mon.status(column) == ColumnStatus::running)
     mon.finish(column, hsc.status == kConverged ? ColumnStatus::converged : from_device_status(hsc.status), hsc.iteration);
-  if (o.keep_history && hsc.iteration > 0) {
-    std::vector<double> h = history.download();
-    auto& hist = const_cast<std::vector<std::vector<std::pair<int, double>>>&>(mon.history());
-    hist[column].clear();
-    for (int i = 0; i <= std::min<int>(hsc.iteration, static_cast<int>(h.size()) - 1); ++i)
-      hist[column].emplace_back(i, std::sqrt(h[i]));
-  }
+  if (history.size()) take_history(history.download(), hsc.iteration, mon, column);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ struct SolveOptions {
   std::string vector_ops = "fused";  // fused | thrust
   int check_every = 8;               // fused path: iterations between host reads of the residual
   std::string graph = "auto";        // auto | on | off: replay the fused iteration batch from a CUDA graph
+  std::string persistent = "auto";   // auto | on | off: small systems run CG in one cooperative launch
   bool time_kernels = true;          // per-kernel events (off: phases only)
   bool deterministic = false;
   int monitor_every = 0;             // --monitor N
@@ -42,6 +43,7 @@ struct SolveResult {
   int64_t operator_applies = 0;   // SpMV / SpMM calls
   int64_t operator_columns = 0;   // sum of the block widths of those calls
   bool used_graph = false;
+  bool used_persistent = false;     // CG ran as one cooperative kernel (small system)
   std::vector<std::vector<std::pair<int, double>>> history;
   bool all_converged() const;
 };

@@ -151,6 +151,34 @@ DiaMatrix csr_to_dia(const CsrMatrix& a, double max_fill) {
   return d;
 }
 
+bool dia_is_symmetric(const DiaMatrix& d) {
+  if (d.rows != d.cols) return false;
+  const size_t m = d.offsets.size();
+  for (size_t k = 0; k < m; ++k) {
+    const int32_t o = d.offsets[k];
+    if (o >= 0) break;
+    const size_t up = m - 1 - k;  // offsets are increasing: -o sits at the mirrored position if the set is symmetric
+    if (d.offsets[up] != -o) return false;
+    // A(i, i + o) == A(i + o, i) for every row i >= -o
+    for (int32_t i = -o; i < d.rows; ++i)
+      if (d.values[k * d.rows + i] != d.values[up * d.rows + (i + o)]) return false;
+  }
+  size_t negative = 0, positive = 0;
+  for (int32_t o : d.offsets) negative += o < 0, positive += o > 0;
+  return negative == positive;
+}
+
+DiaMatrix dia_upper_half(const DiaMatrix& d) {
+  DiaMatrix u;
+  u.rows = d.rows, u.cols = d.cols;
+  for (size_t k = 0; k < d.offsets.size(); ++k) {
+    if (d.offsets[k] < 0) continue;
+    u.offsets.push_back(d.offsets[k]);
+    u.values.insert(u.values.end(), d.values.begin() + k * d.rows, d.values.begin() + (k + 1) * d.rows);
+  }
+  return u;
+}
+
 CsrMatrix dia_to_csr(const DiaMatrix& d) {
   CsrMatrix a;
   a.rows = d.rows, a.cols = d.cols;

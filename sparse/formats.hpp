@@ -69,6 +69,10 @@ CsrMatrix sell_to_csr(const SellMatrix& s);
 
 // Refuses when rows * diagonals > max_fill * nnz. DIA drops explicit zeros on the way back.
 DiaMatrix csr_to_dia(const CsrMatrix& a, double max_fill = 1.5);
+// True when the diagonals mirror each other exactly: offset -o row i equals offset +o row i - o (A = A').
+bool dia_is_symmetric(const DiaMatrix& d);
+// The diagonals with offset >= 0 only: half the value bytes of a symmetric matrix (lower part read shifted).
+DiaMatrix dia_upper_half(const DiaMatrix& d);
 CsrMatrix dia_to_csr(const DiaMatrix& d);
 
 // ELL width: the largest K such that at least max(4096, rows / 3) rows have >= K entries (cusp's rule),

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "block_ops.hpp"
 #include "eigen_bridge.hpp"
 #include "formats.hpp"
 #include "generators.hpp"
@@ -177,4 +178,84 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
     EXPECT_NEAR(dot, want, 1e-12 * std::abs(want) + 1e-12) << name;
     EXPECT_EQ(counter.download()[0], 0u) << name;
   }
+}
+
+// Block CG's dense kernels (kernels/block_ops.cu) against plain host loops, outputs NaN-poisoned first.
+TEST(BlockOps, GramCombineAndUpdateMatchHostLoops) {
+  SPCG_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
+    for (const auto& [a, b1, b2] : std::vector<std::tuple<int, int, int>>{{1, 1, 0}, {5, 7, 3}, {16, 16, 16}, {33, 2, 64}, {64, 64, 0}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " a " + std::to_string(a) + " b " + std::to_string(b1) + "+" + std::to_string(b2));
+      SplitMix64 rng(static_cast<uint64_t>(n * 131 + a));
+      auto random = [&](size_t count) {
+        std::vector<double> v(count);
+        for (double& x : v) x = 2 * rng.uniform() - 1;
+        return v;
+      };
+      const std::vector<double> u = random(n * a), v1 = random(n * b1), v2 = random(n * b2);
+      DeviceArray<double> du(u), dv1(v1), dv2(v2), dout(std::vector<double>(static_cast<size_t>(a) * (b1 + b2), nan));
+      BlockOpsWorkspace ws(64);
+      launch_block_gram(n, du.data(), a, a, dv1.data(), b1, b1, b2 ? dv2.data() : nullptr, b2, b2, dout.data(), ws, 0);
+      const std::vector<double> g = dout.download();
+      for (int l = 0; l < a; ++l)
+        for (int c = 0; c < b1 + b2; ++c) {
+          long double ref = 0, mag = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const double w = c < b1 ? v1[i * b1 + c] : v2[i * b2 + (c - b1)];
+            ref += static_cast<long double>(u[i * a + l]) * w;
+            mag += std::abs(u[i * a + l] * w);
+          }
+          ASSERT_NEAR(g[static_cast<size_t>(c) * a + l], static_cast<double>(ref), 8 * 2.2e-16 * static_cast<double>(mag) + 1e-300)
+              << "gram (" << l << ", " << c << ")";
+        }
+      // Y = 0.5 Y + C(:, sel) + U M with Y != U, then in place: U = U M2 (M2 square a x a)
+      const int b = b1;
+      const std::vector<double> m = random(static_cast<size_t>(a) * b), y0 = random(n * b), c0 = random(n * b2);
+      std::vector<int> sel(b);
+      for (int c = 0; c < b; ++c) sel[c] = b2 ? (c * 7) % b2 : 0;
+      DeviceArray<double> dm(m), dy(y0), dc(c0);
+      DeviceArray<int> dsel(sel);
+      launch_block_combine(n, dy.data(), b, b, 0.5, du.data(), a, a, dm.data(), 0, b2 ? dc.data() : nullptr, b2,
+                           b2 ? dsel.data() : nullptr);
+      const std::vector<double> y = dy.download();
+      for (int64_t i = 0; i < n; ++i)
+        for (int c = 0; c < b; ++c) {
+          long double ref = 0.5L * y0[i * b + c] + (b2 ? c0[i * b2 + sel[c]] : 0.0);
+          for (int l = 0; l < a; ++l) ref += static_cast<long double>(u[i * a + l]) * m[static_cast<size_t>(c) * a + l];
+          ASSERT_NEAR(y[i * b + c], static_cast<double>(ref), 1e-13 * (a + 2)) << "combine (" << i << ", " << c << ")";
+        }
+      const std::vector<double> m2 = random(static_cast<size_t>(a) * a);
+      DeviceArray<double> dm2(m2);
+      launch_block_combine(n, du.data(), a, a, 0.0, du.data(), a, a, dm2.data(), 0);
+      const std::vector<double> uu = du.download();
+      for (int64_t i = 0; i < n; ++i)
+        for (int c = 0; c < a; ++c) {
+          long double ref = 0;
+          for (int l = 0; l < a; ++l) ref += static_cast<long double>(u[i * a + l]) * m2[static_cast<size_t>(c) * a + l];
+          ASSERT_NEAR(uu[i * a + c], static_cast<double>(ref), 1e-13 * (a + 1)) << "in place (" << i << ", " << c << ")";
+        }
+      // X += P A; R -= Q A; rr = column norms of R (k = b1 columns, r = a)
+      const int k = b1, r = a;
+      const std::vector<double> x0 = random(n * k), r0 = random(n * k), p = random(n * r), q = random(n * r),
+                                al = random(static_cast<size_t>(r) * k);
+      DeviceArray<double> dx(x0), dr(r0), dp(p), dq(q), dal(al), drr(std::vector<double>(k, nan));
+      launch_block_update_xr(n, k, r, dx.data(), dr.data(), dp.data(), dq.data(), dal.data(), drr.data(), ws, 0);
+      const std::vector<double> x = dx.download(), rres = dr.download(), rr = drr.download();
+      for (int c = 0; c < k; ++c) {
+        long double norm = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          long double xr = x0[i * k + c], rv = r0[i * k + c];
+          for (int l = 0; l < r; ++l) {
+            xr += static_cast<long double>(p[i * r + l]) * al[static_cast<size_t>(c) * r + l];
+            rv -= static_cast<long double>(q[i * r + l]) * al[static_cast<size_t>(c) * r + l];
+          }
+          ASSERT_NEAR(x[i * k + c], static_cast<double>(xr), 1e-13 * (r + 1));
+          ASSERT_NEAR(rres[i * k + c], static_cast<double>(rv), 1e-13 * (r + 1));
+          norm += static_cast<long double>(rres[i * k + c]) * rres[i * k + c];
+        }
+        ASSERT_NEAR(rr[c], static_cast<double>(norm), 1e-13 * static_cast<double>(norm) + 1e-300) << "norm " << c;
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
 }

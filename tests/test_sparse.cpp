@@ -169,6 +169,26 @@ TEST(Formats, FillGuardsRefuseWastefulConversions) {
   EXPECT_EQ(d.offsets.size(), 7u);
 }
 
+TEST(Formats, SymmetricDiaKeepsTheUpperHalfOnlyWhenExact) {
+  const DiaMatrix d = csr_to_dia(poisson3d_7pt(6));
+  ASSERT_EQ(d.offsets.size(), 7u);
+  EXPECT_TRUE(dia_is_symmetric(d));
+  const DiaMatrix u = dia_upper_half(d);
+  EXPECT_EQ(u.offsets, (std::vector<int32_t>{0, 1, 6, 36}));
+  ASSERT_EQ(u.values.size(), 4u * d.rows);
+  for (size_t k = 0; k < u.offsets.size(); ++k)  // stripe k of the half is stripe 3 + k of the whole
+    for (int32_t i = 0; i < d.rows; ++i) EXPECT_EQ(u.values[k * d.rows + i], d.values[(3 + k) * d.rows + i]);
+  DiaMatrix bent = d;
+  bent.values[1 * d.rows + 20] += 1e-15;  // offset -6, row 20: A(20, 14) != A(14, 20)
+  EXPECT_FALSE(dia_is_symmetric(bent));
+  CsrMatrix rect = poisson2d_5pt(4);
+  rect.cols += 1;
+  EXPECT_FALSE(dia_is_symmetric(csr_to_dia(rect)));
+  // an unsymmetric pattern: one upper entry without its mirror
+  CsrMatrix lop = csr_from_triplets(3, 3, {0, 1, 2, 0}, {0, 1, 2, 2}, {1.0, 1.0, 1.0, 0.5});
+  EXPECT_FALSE(dia_is_symmetric(csr_to_dia(lop, 10)));
+}
+
 TEST(Formats, HybWidthFollowsDistribution) {
   const CsrMatrix p = powerlaw_spd(20000, 3);
   const HybMatrix h = csr_to_hyb(p);
