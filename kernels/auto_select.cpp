@@ -20,6 +20,10 @@ namespace {
 
 struct AutoTuning {
   static constexpr int trial_runs = 5;
+  // Matrices whose CSR bytes fit well inside L2 are launch-latency bound: formats barely matter there, the
+  // plainest kernels often win by a microsecond, and trial timings need more repeats to rank them.
+  static constexpr double latency_bound_bytes = 32.0 * (1 << 20);
+  static constexpr int latency_bound_trial_runs = 21;
   static constexpr double banded_dia_fill = 1.2;   // DIA when the diagonals are this full
   static constexpr double skew_cv = 1.0;           // row-length stddev / mean above this: load balancing
   static constexpr double skew_max_over_mean = 16;
@@ -56,6 +60,12 @@ class AutoOperator final : public LinearOperator {
     } else {
       spmv = {"sell-sorted", "csr-vector", "csr-adaptive"};
       why = "moderate skew: ELL fill " + fmt("%.2f", st.ell_fill);
+    }
+    latency_bound_ = csr_bytes_model(a.rows, a.nnz()) < AutoTuning::latency_bound_bytes;
+    if (latency_bound_) {
+      for (const char* plain : {"csr-vector", "ell"})
+        if (std::find(spmv.begin(), spmv.end(), plain) == spmv.end()) spmv.push_back(plain);
+      why += "; fits in L2 (latency-bound): plain kernels short-listed too";
     }
     if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
     else if (spmv.front() == "dia") spmm = {"spmm-dia", "spmm-cwm"};
@@ -149,7 +159,8 @@ class AutoOperator final : public LinearOperator {
     for (size_t c = 0; c < ops.size(); ++c) {
       ops[c]->apply(1.0, x, 0.0, y);  // warm-up (and cuSPARSE-style lazy plans)
       std::vector<double> ms;
-      for (int r = 0; r < AutoTuning::trial_runs; ++r)
+      const int runs = latency_bound_ ? AutoTuning::latency_bound_trial_runs : AutoTuning::trial_runs;
+      for (int r = 0; r < runs; ++r)
         ms.push_back(time_on_stream_ms(0, [&] { ops[c]->apply(1.0, x, 0.0, y); }));
       std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
       const double med = ms[ms.size() / 2];
@@ -169,6 +180,7 @@ class AutoOperator final : public LinearOperator {
   DeviceArray<int2> long_slots_;
   int32_t long_row_entries_ = 0;
   int expected_k_ = 1;
+  bool latency_bound_ = false;
 };
 
 }  // namespace

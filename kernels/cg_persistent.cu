@@ -318,7 +318,7 @@ int group_width(const CsrView& a) { return group_width(a.rows, a.nnz); }
 
 }  // namespace
 
-int32_t persistent_cg_long_row_threshold(int32_t rows, int64_t nnz) { return std::max(32, 8 * group_width(rows, nnz)); }
+int32_t persistent_cg_long_row_threshold(int32_t rows, int64_t nnz) { return std::max(64, 16 * group_width(rows, nnz)); }
 
 bool persistent_cg_suits(const CsrView& a, bool jacobi) {
   if (!a || a.rows != a.cols || a.rows == 0) return false;

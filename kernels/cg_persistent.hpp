@@ -19,7 +19,7 @@ struct PersistentCgProblem {
   CgScalars* state = nullptr;    // tol2, max_iterations, history in; iteration, rr, rz, beta, status, done out
 };
 
-// Rows longer than this (8 trips of the row's lane group, at least 32 entries) are left to whole warps, in
+// Rows longer than this (16 trips of the row's lane group, at least 64 entries) are left to whole warps, in
 // pieces of kPersistentCgPieceEntries: the owner of CsrView::long_pieces builds them with these numbers.
 int32_t persistent_cg_long_row_threshold(int32_t rows, int64_t nnz);
 constexpr int32_t kPersistentCgPieceEntries = 128;

@@ -17,6 +17,21 @@ struct VectorTuning {
   static constexpr int unroll = 4;       // CG updates: independent rows per thread per step (loads in flight)
 };
 
+// Grid-stride loop over [0, n) with U elements per thread per step: load(i, u) for all of them first, then
+// use(i, u), so U independent rows' loads are in flight per thread (what the CG updates need to stream).
+template <int U, class Load, class Use>
+__device__ __forceinline__ void unrolled_grid_loop(int64_t n, Load&& load, Use&& use) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (base + u * stride < n) load(base + u * stride, u);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (base + u * stride < n) use(base + u * stride, u);
+  }
+}
+
 __global__ void scale_kernel(double beta, double* __restrict__ y, size_t count) {
   for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x)
     y[i] = beta == 0.0 ? 0.0 : beta * y[i];
@@ -60,18 +75,9 @@ __device__ bool multi_epilogue(double* partials, unsigned* counter, double (&v)[
 
 __global__ void dot_kernel(const double* __restrict__ a, const double* __restrict__ b, int64_t n, DotSink sink) {
   constexpr int U = VectorTuning::unroll;
-  double v = 0;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
-    double av[U], bv[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = base + u * stride;
-      av[u] = i < n ? a[i] : 0.0, bv[u] = i < n ? b[i] : 0.0;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) v += av[u] * bv[u];
-  }
+  double v = 0, av[U], bv[U];
+  unrolled_grid_loop<U>(n, [&](int64_t i, int u) { av[u] = a[i], bv[u] = b[i]; },
+                        [&](int64_t, int u) { v += av[u] * bv[u]; });
   dev::dot_epilogue(sink, v);
 }
 
@@ -119,27 +125,18 @@ __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* _
   }
   constexpr int U = VectorTuning::unroll;
   double v[2] = {0, 0};
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
-    double xv[U], pv[U], rv[U], qv[U], dv[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {  // all loads first: U independent rows in flight per thread
-      const int64_t i = base + u * stride;
-      if (i < n) xv[u] = x[i], pv[u] = p[i], rv[u] = r[i], qv[u] = q[i], dv[u] = dinv ? dinv[i] : 1.0;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = base + u * stride;
-      if (i >= n) break;
-      x[i] = fma(alpha, pv[u], xv[u]);
-      const double ri = fma(-alpha, qv[u], rv[u]);
-      r[i] = ri;
-      const double zi = dv[u] * ri;
-      if (dinv) z[i] = zi;
-      v[0] += ri * ri;
-      v[1] += ri * zi;
-    }
-  }
+  double xv[U], pv[U], rv[U], qv[U], dv[U];
+  unrolled_grid_loop<U>(
+      n, [&](int64_t i, int u) { xv[u] = x[i], pv[u] = p[i], rv[u] = r[i], qv[u] = q[i], dv[u] = dinv ? dinv[i] : 1.0; },
+      [&](int64_t i, int u) {
+        x[i] = fma(alpha, pv[u], xv[u]);
+        const double ri = fma(-alpha, qv[u], rv[u]);
+        r[i] = ri;
+        const double zi = dv[u] * ri;
+        if (dinv) z[i] = zi;
+        v[0] += ri * ri;
+        v[1] += ri * zi;
+      });
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
     s->beta = out[1] / rz;
@@ -154,20 +151,9 @@ __global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const doub
   if (*(volatile const int*)&s->done) return;
   const double beta = s->beta;
   constexpr int U = VectorTuning::unroll;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < n; base += U * stride) {
-    double pv[U], zv[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = base + u * stride;
-      if (i < n) pv[u] = p[i], zv[u] = z[i];
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = base + u * stride;
-      if (i < n) p[i] = fma(beta, pv[u], zv[u]);
-    }
-  }
+  double pv[U], zv[U];
+  unrolled_grid_loop<U>(n, [&](int64_t i, int u) { pv[u] = p[i], zv[u] = z[i]; },
+                        [&](int64_t i, int u) { p[i] = fma(beta, pv[u], zv[u]); });
 }
 
 // ---- block (multi-cg) forms: thread t of a row-stride loop handles entry (i, j) = (t / k, t % k). ----
