@@ -31,6 +31,7 @@ struct PersistentCgTuning {
   static constexpr int max_blocks_per_sm = 4;     // enough groups for one row each up to ~16k rows
   static constexpr int max_partials_per_thread = 4;  // grid_total: blocks <= threads * this
   static constexpr int max_trips = 4;             // rows per group: held in registers between the phases
+  static constexpr int entries_per_lane = 2;      // group width: mean row length / this, rounded down to 2^m
   static constexpr int max_long_pieces = 1024;    // long-row piece sums staged in shared memory per barrier
   static constexpr int max_long_rows = 256;
 };
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(PersistentCgTuning::threads, 2)
 
   // The owner of row base_t + group_in_warp (lane 0 of its group, trip t) keeps r, p, q of that row in
   // registers from phase to phase; memory copies exist for the other rows' gathers.
-  double r_own[T], p_own[T], q_own[T], d_own[T];
+  double r_own[T], p_own[T], q_own[T], d_own[T], x_own[T];
   bool long_own[T];
   int slot_own[T];  // long rows: the slot of the row in long_slots
   auto row_of = [&](int t) { return warp_first_group + t * groups + group_in_warp; };
@@ -198,6 +199,7 @@ __global__ void __launch_bounds__(PersistentCgTuning::threads, 2)
         if (s_slot_row[sl] == row) slot_own[t] = sl;
     d_own[t] = Jacobi && row < n ? __ldg(P.dinv + row) : 1.0;
     r_own[t] = p_own[t] = q_own[t] = 0;
+    x_own[t] = owns(t) ? P.x[row] : 0.0;  // x lives in registers too: phase B never waits for a load
   }
   auto z_own = [&](int t) { return Jacobi ? d_own[t] * r_own[t] : r_own[t]; };
 
@@ -276,7 +278,8 @@ __global__ void __launch_bounds__(PersistentCgTuning::threads, 2)
     for (int t = 0; t < T; ++t) {
       if (!owns(t)) continue;
       const int64_t row = row_of(t);
-      P.x[row] = fma(alpha, p_own[t], P.x[row]);
+      x_own[t] = fma(alpha, p_own[t], x_own[t]);
+      P.x[row] = x_own[t];
       r_own[t] = fma(-alpha, q_own[t], r_own[t]);
       P.r[row] = r_own[t];
       vrr += r_own[t] * r_own[t];
@@ -306,12 +309,13 @@ void* kernel_for_width(int w) {
   }
 }
 
-// Lanes per row: a power of two <= half the mean row length. Narrower than csr-vector's choice because the
-// cost here is latency and grid barriers: fewer, fuller blocks (the row's loads are independent anyway).
+// Lanes per row: a power of two <= mean row length / entries_per_lane. The row walk is a chain of L2 round trips,
+// so wide groups pay even though they need more blocks (measured on H200 with mean/1, /2, /4, /8, /16: /2 best
+// overall; /8 and /16 up to 4x slower on bcsstk13).
 int group_width(int32_t rows, int64_t nnz) {
   const double mean = rows > 0 ? double(nnz) / rows : 1.0;
   int w = 1;
-  while (w < 32 && 4 * w <= mean) w *= 2;
+  while (w < 32 && PersistentCgTuning::entries_per_lane * w <= mean) w *= 2;
   return w;
 }
 int group_width(const CsrView& a) { return group_width(a.rows, a.nnz); }
