@@ -58,6 +58,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   expect("solve --solver gmres --backend host", 2, "--solver must be");
   expect("solve --precond ilu --backend host", 2, "--precond must be");
   expect("solve --backend tpu", 2, "--backend must be");
+  expect("solve --persistent sometimes --backend host", 2, "--persistent must be");
   expect("solve --nrhs 0 --backend host", 2, "--nrhs");
   expect("info", 2, "missing matrix");
   expect("info poisson3d:4 --format xml", 2, "--format must be");
