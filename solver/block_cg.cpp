@@ -143,7 +143,7 @@ class Blas {
 class DenseSteps {
  public:
   DenseSteps(int k, int64_t n, cudaStream_t s)
-      : s_(s), n_(n), own_(2 * k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(4) * k * k + 4 * k, "block-cg small"),
+      : s_(s), n_(n), own_(2 * k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(2) * k * k + 4 * k, "block-cg small"),
         sel_(k, "block-cg column map") {
     if (own_) ws_ = std::make_unique<BlockOpsWorkspace>(k);
     else blas_ = std::make_unique<Blas>(s);
