@@ -198,13 +198,45 @@ __global__ void column_dots_kernel(int64_t n, int k, const double* __restrict__ 
   column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out);
 }
 
+// Per-column sums of two values per thread (thread t belongs to column t % k; blockDim.x is a multiple of k):
+// block partials go to partials[block][2k], and the last block to arrive writes the grid totals to
+// red[0..k) (first value) and red[k..2k) (second), in block order. Returns true in the last block only; the
+// caller resets *counter when done with it.
+__device__ bool two_column_totals(int k, double v1, double v2, double* smem, double* partials, unsigned* counter,
+                                  double* red) {
+  __shared__ bool is_last;
+  double* s1 = smem;
+  double* s2 = smem + blockDim.x;
+  s1[threadIdx.x] = v1;
+  s2[threadIdx.x] = v2;
+  __syncthreads();
+  if (threadIdx.x < 2 * k) {
+    const double* src = threadIdx.x < k ? s1 : s2;
+    double sum = 0;
+    for (int t = threadIdx.x % k; t < blockDim.x; t += k) sum += src[t];
+    partials[int64_t{blockIdx.x} * 2 * k + threadIdx.x] = sum;
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return false;
+  __threadfence();
+  if (threadIdx.x < 2 * k) {
+    double sum = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * 2 * k + threadIdx.x);
+    red[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  return true;
+}
+
 __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
                                       double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
                                       unsigned* counter) {
   extern __shared__ double smem[];
-  double* s_rr = smem;
-  double* s_rz = smem + blockDim.x;
-  __shared__ double rr[VectorTuning::max_width], rz[VectorTuning::max_width];
+  __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
   double vrr = 0, vrz = 0;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
@@ -214,35 +246,11 @@ __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict
     vrr += ri * ri;
     vrz += ri * zi;
   }
-  s_rr[threadIdx.x] = vrr;
-  s_rz[threadIdx.x] = vrz;
-  // Two column reductions share the partial buffer: columns [0, k) are rr, [k, 2k) are rz.
-  __syncthreads();
-  if (threadIdx.x < 2 * k) {
-    const double* src = threadIdx.x < k ? s_rr : s_rz;
-    const int col = threadIdx.x % k;
-    double sum = 0;
-    for (int t = col; t < blockDim.x; t += k) sum += src[t];
-    partials[int64_t{blockIdx.x} * 2 * k + threadIdx.x] = sum;
-  }
-  __shared__ bool is_last;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  if (threadIdx.x < 2 * k) {
-    double sum = 0;
-    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * 2 * k + threadIdx.x);
-    (threadIdx.x < k ? rr : rz)[threadIdx.x % k] = sum;
-  }
-  __syncthreads();
+  if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
   if (threadIdx.x < k) {
     CgScalars* c = s + threadIdx.x;
-    c->rr = rr[threadIdx.x];
-    c->rz = rz[threadIdx.x];
+    c->rr = red[threadIdx.x];
+    c->rz = red[k + threadIdx.x];
     c->iteration = 0;
     c->status = kRunning;
     set_status(c, c->rr);
@@ -267,8 +275,6 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
                                           const double* __restrict__ dinv, double* __restrict__ z, CgScalars* s,
                                           double* partials, unsigned* counter) {
   extern __shared__ double smem[];
-  double* s_rr = smem;
-  double* s_rz = smem + blockDim.x;
   __shared__ double alpha[VectorTuning::max_width];
   __shared__ int active[VectorTuning::max_width];
   if (threadIdx.x < k) {
@@ -293,30 +299,8 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
     vrr += ri * ri;
     vrz += ri * zi;
   }
-  s_rr[threadIdx.x] = vrr;
-  s_rz[threadIdx.x] = vrz;
-  __syncthreads();
-  if (threadIdx.x < 2 * k) {
-    const double* src = threadIdx.x < k ? s_rr : s_rz;
-    double sum = 0;
-    for (int t = threadIdx.x % k; t < blockDim.x; t += k) sum += src[t];
-    partials[int64_t{blockIdx.x} * 2 * k + threadIdx.x] = sum;
-  }
-  __shared__ bool is_last;
-  __shared__ double red[2 * VectorTuning::max_width];
-  if (threadIdx.x == 0) {
-    __threadfence();
-    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  if (threadIdx.x < 2 * k) {
-    double sum = 0;
-    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * 2 * k + threadIdx.x);
-    red[threadIdx.x] = sum;
-  }
-  __syncthreads();
+  __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
+  if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
   if (threadIdx.x < k) {
     CgScalars* c = s + threadIdx.x;
     if (!c->done) {

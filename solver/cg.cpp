@@ -12,13 +12,6 @@
 #include "vector_ops.hpp"
 
 namespace spcg {
-namespace {
-
-double wall_ms(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 ColumnStatus from_device_status(int status) {
   switch (status) {
@@ -224,14 +217,7 @@ SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBl
     CHECK_CUDA(cudaMemcpy2DAsync(X.data() + j, k * sizeof(double), xcol.data(), sizeof(double), sizeof(double), n,
                                  cudaMemcpyDeviceToDevice, stream));
   }
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  timer.collect();
-  res.solve_ms = wall_ms(t0);
-  res.kernels = timer.stats();
-  if (timer.enabled()) res.timing_overhead_ms = timer.events_recorded() * event_overhead_ms();
-  for (int j = 0; j < k; ++j)
-    res.columns.push_back({mon.status(j), mon.iterations(j), bn[j], mon.residual(j), 0});
-  res.history = mon.history();
+  finish_result(res, mon, bn, timer, t0, stream);
   return res;
 }
 

@@ -75,13 +75,7 @@ SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const De
     if (mon.status(j) == ColumnStatus::running)
       mon.finish(j, hsc[j].status == kConverged ? ColumnStatus::converged : from_device_status(hsc[j].status),
                  hsc[j].iteration);
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  timer.collect();
-  res.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  res.kernels = timer.stats();
-  if (timer.enabled()) res.timing_overhead_ms = timer.events_recorded() * event_overhead_ms();
-  for (int j = 0; j < k; ++j) res.columns.push_back({mon.status(j), mon.iterations(j), bn[j], mon.residual(j), 0});
-  res.history = mon.history();
+  finish_result(res, mon, bn, timer, t0, s);
   return res;
 }
 

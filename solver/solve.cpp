@@ -26,6 +26,18 @@ std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlo
   return column_norms(R, s);
 }
 
+void finish_result(SolveResult& res, const Monitor& mon, const std::vector<double>& b_norms, KernelTimer& timer,
+                   std::chrono::steady_clock::time_point start, cudaStream_t s) {
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  timer.collect();
+  res.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  res.kernels = timer.stats();
+  if (timer.enabled()) res.timing_overhead_ms = timer.events_recorded() * event_overhead_ms();
+  for (int j = 0; j < mon.columns(); ++j)
+    res.columns.push_back({mon.status(j), mon.iterations(j), b_norms[j], mon.residual(j), 0});
+  res.history = mon.history();
+}
+
 SolveResult solve(const std::string& solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
                   DeviceBlock& X, const SolveOptions& o, cudaStream_t s) {
   SolveResult r;

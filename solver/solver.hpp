@@ -3,6 +3,7 @@
 // (breakdown-free block CG). They see only LinearOperator and device blocks, never the storage format.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -67,5 +68,9 @@ std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlo
                                         cudaStream_t s = 0);
 std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s = 0);
 ColumnStatus from_device_status(int status);  // CgStatus -> ColumnStatus
+// The common end of every solver: waits for the stream, then fills res with the wall time since `start`, the
+// kernel table, the timing overhead, per-column status/iterations/residuals and the residual history.
+void finish_result(SolveResult& res, const Monitor& mon, const std::vector<double>& b_norms, KernelTimer& timer,
+                   std::chrono::steady_clock::time_point start, cudaStream_t s);
 
 }  // namespace spcg
