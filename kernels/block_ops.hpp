@@ -1,6 +1,6 @@
 #pragma once
 // Tall-skinny dense kernels of block CG on row-major n x m blocks (m <= 64 columns; leading dimensions given).
-// Every reduction is deterministic: per-block partial sums combined in block order by the last block.
+// Every reduction is deterministic: per-block partial sums, then one warp per result sums them in block order.
 #include <cuda_runtime.h>
 
 #include <cstdint>
