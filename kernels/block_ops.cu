@@ -2,12 +2,19 @@
 // ran at 30-55% of the copy bandwidth (H200, k = 16: 190 us for a Gram of two 268 MB blocks, 345-460 us for
 // Y = Y + U M); these are streaming kernels that read each block once.
 // Work mapping:
-//  gram:    a thread owns a 4 x 4 tile of the a x b result and accumulates it over rows (one row per slice of
-//           threads per step), tiles are reduced over slices in shared memory in a fixed order.
-//  combine: a thread per output entry (row, c); the block stages its rows of U in shared memory first, so Y
-//           may overwrite U in place; M sits in shared memory.
-//  update:  a thread per (row, c) of X and R, both updated from the same small A; |R(:, c)|^2 per column.
+//  gram:    the result is cut into 8 x 8 tiles accumulated by FP64 tensor-core MMAs (m8n8k4, the K
+//           dimension = 4 rows): a lane loads one entry per operand tile straight from global memory (8 lanes
+//           read 64 contiguous bytes of a row), and that load serves 8 multiply-adds. A warp owns 2 x 2 or 4 x 4
+//           tiles (the whole result up to 32 x 32), slices of warps take turns over quads of rows, slice sums are added
+//           in a fixed order. (Measured and dropped: a 4 x 4 register tile per thread over rows staged in shared
+//           memory was bound by shared-memory reads, 4 KB per row; a cp.async-staged MMA version reached only
+//           ~1 TB/s.)
+//  combine, update: G threads per row (G = next power of two of max(columns) / 4), 4 adjacent columns per
+//           thread, 32 / G rows per warp; a thread loads 4 entries of each input row and the G threads of a row
+//           exchange them by shuffles, so the row product with the small matrix (in shared memory) needs no
+//           staging or barrier. Output rows are written once, coalesced.
 #include <algorithm>
+#include <cstdint>
 
 #include "block_ops.hpp"
 #include "device_utils.cuh"
@@ -17,11 +24,16 @@ namespace {
 
 struct BlockOpsTuning {
   static constexpr int threads = 256;
-  static constexpr int blocks_per_sm = 8;
-  static constexpr int tile = 4;                  // gram: 4 x 4 register tile per thread
-  static constexpr int max_u_tile = 2048;         // combine: doubles of U staged per block
-  static constexpr int gram_blocks_per_sm = 3;    // gram/update: partial sums per block, reduced afterwards
-  static constexpr int columns_per_thread = 4;    // combine/update: adjacent output columns per thread
+  // gram: results of up to 4 MMA tiles (16 x 16): a warp owns 2 x 2 tiles, all of it, and loads 4 quads of
+  // rows per step; larger: 4 x 4 tiles per warp (one warp per result up to 32 x 32) and 1 quad, as the
+  // accumulators take the registers. Measured on 32 x 32 (H100, k = 16): 4 warps of 2 x 2 tiles with 4 quads,
+  // one warp with 2 quads (spilling) and one with 1 quad all took 218-223 us; the simplest stays.
+  static constexpr int gram_small_tiles = 2, gram_small_quads = 4, gram_small_blocks_per_sm = 2;
+  static constexpr int gram_wide_tiles = 4, gram_wide_quads = 1, gram_wide_blocks_per_sm = 2;
+  static constexpr int columns_per_thread = 4;   // combine/update: adjacent output columns per thread
+  static constexpr int stream_blocks_per_sm = 8;
+  static constexpr int combine_rows = 4;         // combine: rows per thread sharing each read of M
+  static constexpr int update_rows = 1;          // update: rows per thread (x2 blocks W and V) per read of A
 };
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -47,128 +59,225 @@ __global__ void reduce_partials_kernel(const double* __restrict__ partials, int 
   if (lane == 0) out[i] = s;
 }
 
-__global__ void __launch_bounds__(BlockOpsTuning::threads, 3)
-    gram_kernel(int64_t n, const double* __restrict__ U, int ldu, int a, const double* __restrict__ V1, int ldv1, int b1,
-                const double* __restrict__ V2, int ldv2, int b2, double* partials) {
-  constexpr int TL = BlockOpsTuning::tile;
-  extern __shared__ double smem[];  // slices x tiles x TL*TL, then the block result a x b
-  const int b = b1 + b2, tiles_a = (a + TL - 1) / TL, tiles_b = (b + TL - 1) / TL, tiles = tiles_a * tiles_b;
-  const int slices = blockDim.x / tiles;
-  const int slice = threadIdx.x / tiles, t = threadIdx.x % tiles;
-  const int ta = t % tiles_a, tb = t / tiles_a;
-  double acc[TL][TL] = {};
-  if (slice < slices) {
-    for (int64_t row = int64_t{blockIdx.x} * slices + slice; row < n; row += int64_t{gridDim.x} * slices) {
-      double u[TL], v[TL];
-#pragma unroll
-      for (int i = 0; i < TL; ++i) {
-        const int l = ta * TL + i, c = tb * TL + i;
-        u[i] = l < a ? __ldg(U + row * ldu + l) : 0.0;
-        v[i] = c < b1 ? __ldg(V1 + row * ldv1 + c) : c < b ? __ldg(V2 + row * ldv2 + (c - b1)) : 0.0;
-      }
-#pragma unroll
-      for (int i = 0; i < TL; ++i)
-#pragma unroll
-        for (int j = 0; j < TL; ++j) acc[i][j] = fma(u[i], v[j], acc[i][j]);
-    }
-    double* mine = smem + (int64_t{slice} * tiles + t) * TL * TL;
-#pragma unroll
-    for (int i = 0; i < TL; ++i)
-#pragma unroll
-      for (int j = 0; j < TL; ++j) mine[i * TL + j] = acc[i][j];
-  }
-  __syncthreads();
-  double* result = smem + int64_t{slices} * tiles * TL * TL;  // a x b column-major
-  for (int e = threadIdx.x; e < a * b; e += blockDim.x) {
-    const int l = e % a, c = e / a;
-    const int tt = (l / TL) + (c / TL) * tiles_a, off = (l % TL) * TL + (c % TL);
-    double s = 0;
-    for (int sl = 0; sl < slices; ++sl) s += smem[(int64_t{sl} * tiles + tt) * TL * TL + off];
-    result[e] = s;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < a * b; e += blockDim.x) partials[int64_t{blockIdx.x} * a * b + e] = result[e];
+// D (8 x 8, two entries per lane) += A (8 x 4, one per lane) B (4 x 8, one per lane): the FP64 tensor-core MMA.
+// Lane = 4 g + t holds A[g][t], B[t][g] and D[g][2t], D[g][2t + 1].
+__device__ __forceinline__ void dmma_8x8x4(double (&d)[2], double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(d[0]), "+d"(d[1])
+               : "d"(a), "d"(b));
 }
 
-__global__ void combine_kernel(int64_t n, double* Y, int ldy, int b, int group, int rows_per_block, double beta,
-                               const double* U, int ldu, int a, const double* __restrict__ M,
-                               const double* __restrict__ C, int ldc, const int* __restrict__ sel) {
-  constexpr int CW = BlockOpsTuning::columns_per_thread;
-  extern __shared__ double smem[];  // M (a x b), then the U rows of this step (stride a + 1: no bank conflicts)
-  double* s_m = smem;  // M transposed (row l contiguous over c): a thread's CW columns are adjacent
-  double* s_u = smem + a * b;
-  const int su = a + 1;
-  for (int e = threadIdx.x; e < a * b; e += blockDim.x) s_m[(e % a) * b + e / a] = M[e];
-  const int local = threadIdx.x / group, c0 = CW * (threadIdx.x % group);
-  for (int64_t base = int64_t{blockIdx.x} * rows_per_block; base < n; base += int64_t{gridDim.x} * rows_per_block) {
-    __syncthreads();  // s_m ready; the previous step's s_u reads are done
-    for (int e = threadIdx.x; e < rows_per_block * a; e += blockDim.x) {
-      const int64_t row = base + e / a;
-      s_u[(e / a) * su + e % a] = row < n ? U[row * ldu + e % a] : 0.0;
-    }
-    __syncthreads();
-    const int64_t row = base + local;
-    if (row < n && c0 < b && local < rows_per_block) {
-      double sum[CW];
-#pragma unroll
-      for (int j = 0; j < CW; ++j) sum[j] = C && c0 + j < b ? C[row * ldc + sel[c0 + j]] : 0.0;
-      for (int l = 0; l < a; ++l) {
-        const double u = s_u[local * su + l];
-#pragma unroll
-        for (int j = 0; j < CW; ++j)
-          if (c0 + j < b) sum[j] = fma(u, s_m[l * b + c0 + j], sum[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < CW; ++j) {
-        if (c0 + j >= b) break;
-        double* y = Y + row * ldy + c0 + j;
-        *y = beta == 0.0 ? sum[j] : fma(beta, *y, sum[j]);
-      }
-    }
-  }
+// Column j of [M1 M2] (row-major blocks of w1 and w2 columns): entry (row, j) is at p[row * ld].
+struct BlockColumn {
+  const double* p;
+  int ld;
+};
+__device__ __forceinline__ BlockColumn block_column(int j, const double* m1, int w1, const double* m2, int w2) {
+  return j < w1 ? BlockColumn{m1 + j, w1} : BlockColumn{m2 + (j - w1), w2};
 }
 
-__global__ void update_xr_kernel(int64_t n, int k, int r, int group, int rows_per_block, double* __restrict__ X,
-                                 double* __restrict__ R, const double* __restrict__ P, const double* __restrict__ Q,
-                                 const double* __restrict__ A, double* partials) {
-  constexpr int CW = BlockOpsTuning::columns_per_thread;
-  // smem: A transposed (row l contiguous over c), CW squared-residual sums per thread, then this step's rows of
-  // P and Q (coalesced loads; stride r + 1 so the rows of a warp fall in different banks)
-  extern __shared__ double smem[];
-  const int sr = r + 1;
-  double* s_a = smem;
-  double* s_sq = s_a + r * k;
-  double* s_p = s_sq + blockDim.x * CW;
-  double* s_q = s_p + rows_per_block * sr;
-  for (int e = threadIdx.x; e < r * k; e += blockDim.x) s_a[(e % r) * k + e / r] = A[e];
-  const int local = threadIdx.x / group, c0 = CW * (threadIdx.x % group);
-  double sq[CW] = {};
-  for (int64_t base = int64_t{blockIdx.x} * rows_per_block; base < n; base += int64_t{gridDim.x} * rows_per_block) {
-    __syncthreads();  // s_a ready; the previous step's reads are done
-    for (int e = threadIdx.x; e < rows_per_block * r; e += blockDim.x) {
-      const int64_t row = base + e / r;
-      s_p[(e / r) * sr + e % r] = row < n ? __ldg(P + row * r + e % r) : 0.0;
-      s_q[(e / r) * sr + e % r] = row < n ? __ldg(Q + row * r + e % r) : 0.0;
-    }
-    __syncthreads();
-    const int64_t row = base + local;
-    if (row < n && c0 < k && local < rows_per_block) {
-      double dx[CW] = {}, dr[CW] = {};
-      for (int l = 0; l < r; ++l) {
-        const double p = s_p[local * sr + l], q = s_q[local * sr + l];
+// TW x TW tiles per warp, QU quads of rows per warp and step (loads in flight), MinBlocks blocks per SM.
+template <int TW, int QU, int MinBlocks>
+__global__ void __launch_bounds__(BlockOpsTuning::threads, MinBlocks)
+    gram_kernel(int64_t n, GramInputs g, double* partials) {
+  extern __shared__ double slice_sums[];  // slices x a x b
+  const int a = g.a1 + g.a2, b = g.b1 + g.b2;
+  // The result is cut into 8 x 8 MMA tiles; a warp owns a TW x TW block of them, the warps of one slice cover
+  // the result, and slices (grid-wide) take turns over quads of rows, QU quads per step.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int gid = lane >> 2, tig = lane & 3;
+  const int blocks_a = (a + 8 * TW - 1) / (8 * TW), blocks_b = (b + 8 * TW - 1) / (8 * TW);
+  int group = 1;
+  while (group < blocks_a * blocks_b) group *= 2;
+  const int slices = warps / group, slice = warp / group, blk = warp % group;
+  const bool owner = blk < blocks_a * blocks_b;
+  const int ta0 = (blk % blocks_a) * TW, tb0 = (blk / blocks_a) * TW;
+  const int tiles_a = min(TW, (a + 7) / 8 - ta0), tiles_b = min(TW, (b + 7) / 8 - tb0);
+  double acc[TW][TW][2] = {};
+  if (owner) {
+    // This lane's A column (l = 8 ta + gid) and B column (c = 8 tb + gid) of each tile, clamped in range (the
+    // products of clamped columns land in entries never written out).
+    BlockColumn uc[TW], vc[TW];
+    bool usc[TW];
 #pragma unroll
-        for (int j = 0; j < CW; ++j) {
-          const double alc = c0 + j < k ? s_a[l * k + c0 + j] : 0.0;
-          dx[j] = fma(p, alc, dx[j]);
-          dr[j] = fma(q, alc, dr[j]);
+    for (int x = 0; x < TW; ++x) {
+      const int l = min(8 * (ta0 + x) + gid, a - 1), c = min(8 * (tb0 + x) + gid, b - 1);
+      uc[x] = block_column(l, g.U1, g.a1, g.U2, g.a2);
+      vc[x] = block_column(c, g.V1, g.b1, g.V2, g.b2);
+      usc[x] = l >= g.a1 && g.u2_row_scale != nullptr;
+    }
+    const int64_t quads = (n + 3) / 4, full_quads = n / 4, step = int64_t{gridDim.x} * slices * QU;
+    // One step: QU quads from q0. Unchecked steps (every row in range) load through precomputed column
+    // pointers, one address add per load; loads of tiles past the result read a clamped, valid column.
+    auto quads_step = [&](int64_t q0, bool checked) {
+      double af[QU][TW], bf[QU][TW];
+      const int64_t row0 = 4 * q0 + tig;  // the K index of the MMA: this lane's row of each quad
+      const double* pa[TW];
+      const double* pb[TW];
+#pragma unroll
+      for (int x = 0; x < TW; ++x) {
+        pa[x] = uc[x].p + row0 * uc[x].ld;
+        pb[x] = vc[x].p + row0 * vc[x].ld;
+      }
+#pragma unroll
+      for (int u = 0; u < QU; ++u) {
+        const bool ok = !checked || row0 + 4 * u < n;
+        const double sc = ok && g.u2_row_scale ? __ldg(g.u2_row_scale + row0 + 4 * u) : 1.0;
+#pragma unroll
+        for (int x = 0; x < TW; ++x) {
+          af[u][x] = ok ? __ldg(pa[x] + 4 * u * uc[x].ld) : 0.0;
+          if (usc[x]) af[u][x] *= sc;
+          bf[u][x] = ok ? __ldg(pb[x] + 4 * u * vc[x].ld) : 0.0;
         }
       }
 #pragma unroll
+      for (int u = 0; u < QU; ++u)
+#pragma unroll
+        for (int x = 0; x < TW; ++x)
+#pragma unroll
+          for (int y = 0; y < TW; ++y)
+            if (x < tiles_a && y < tiles_b) dmma_8x8x4(acc[x][y], af[u][x], bf[u][y]);
+    };
+    int64_t q0 = (int64_t{blockIdx.x} * slices + slice) * QU;
+    for (; q0 + QU <= full_quads; q0 += step) quads_step(q0, false);  // warp-uniform
+    if (q0 < quads) quads_step(q0, true);  // the last, partial step (q0 + step is past the end)
+  }
+  // Slice sums: slice s writes its part of the a x b result (column-major) at slice_sums + s * a * b.
+  if (owner) {
+    double* sums = slice_sums + int64_t{slice} * a * b;
+#pragma unroll
+    for (int x = 0; x < TW; ++x)
+#pragma unroll
+      for (int y = 0; y < TW; ++y)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int l = 8 * (ta0 + x) + gid, c = 8 * (tb0 + y) + 2 * tig + h;
+          if (x < tiles_a && y < tiles_b && l < a && c < b) sums[l + c * a] = acc[x][y][h];
+        }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < a * b; e += blockDim.x) {
+    double s = 0;
+    for (int sl = 0; sl < slices; ++sl) s += slice_sums[int64_t{sl} * a * b + e];
+    partials[int64_t{blockIdx.x} * a * b + e] = s;
+  }
+}
+
+// The small matrix M (rows x cols, column-major) transposed into shared memory as GC x GC, zero-padded, so a
+// thread reads its 4 adjacent columns of row l as two 16-byte words.
+template <int GC>
+__device__ __forceinline__ void stage_small(double* s, const double* M, int rows, int cols) {
+  for (int e = threadIdx.x; e < GC * GC; e += blockDim.x) {
+    const int l = e / GC, c = e % GC;
+    s[e] = l < rows && c < cols ? M[c * rows + l] : 0.0;
+  }
+}
+
+// For NR rows at once: acc[q][j] += sum_l row_q(l) * s[l][c0 + j], where row_q(l) is held by thread l / 4 of
+// the G-thread row group, in element l % 4 of in[q]. Each 16-byte read of s serves NR rows (shared-memory
+// reads, not DRAM, bound these kernels at NR = 1).
+template <int G, int NR>
+__device__ __forceinline__ void rows_times_small(const double (&in)[NR][4], const double* s, int c0,
+                                                 double (&acc)[NR][4]) {
+  constexpr int CW = 4, GC = G * CW;
+#pragma unroll
+  for (int src = 0; src < G; ++src)
+#pragma unroll
+    for (int j = 0; j < CW; ++j) {
+      const double2* m = reinterpret_cast<const double2*>(s + (src * CW + j) * GC + c0);
+      const double2 m01 = m[0], m23 = m[1];
+#pragma unroll
+      for (int q = 0; q < NR; ++q) {
+        const double x = __shfl_sync(0xffffffffu, in[q][j], src, G);
+        acc[q][0] = fma(x, m01.x, acc[q][0]);
+        acc[q][1] = fma(x, m01.y, acc[q][1]);
+        acc[q][2] = fma(x, m23.x, acc[q][2]);
+        acc[q][3] = fma(x, m23.y, acc[q][3]);
+      }
+    }
+}
+
+template <int G>
+__global__ void __launch_bounds__(BlockOpsTuning::threads)
+    combine_kernel(int64_t n, double* __restrict__ Y, int b, const double* __restrict__ U, int a,
+                   const double* __restrict__ M, const double* __restrict__ C, int ldc, const int* __restrict__ sel,
+                   const double* __restrict__ d) {
+  constexpr int CW = BlockOpsTuning::columns_per_thread, GC = G * CW, RPG = 32 / G;
+  constexpr int RB = BlockOpsTuning::combine_rows;  // row group g of a warp takes rows base + g + q * RPG:
+                                                     // each load instruction still covers RPG consecutive rows
+  __shared__ __align__(16) double s_m[GC * GC];
+  __shared__ int s_sel[GC];
+  stage_small<GC>(s_m, M, a, b);
+  for (int c = threadIdx.x; c < GC; c += blockDim.x) s_sel[c] = C && c < b ? sel[c] : 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, c0 = CW * (lane % G);
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5, warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
+  for (int64_t base = warp * RPG * RB; base < n; base += warps * RPG * RB) {  // warp-uniform: every lane shuffles
+    double u[RB][CW], y[RB][CW];
+#pragma unroll
+    for (int q = 0; q < RB; ++q) {
+      const int64_t row = base + lane / G + q * RPG;
+      const bool valid = row < n;
+      const double dr = valid && C && d ? d[row] : 1.0;
+#pragma unroll
       for (int j = 0; j < CW; ++j) {
-        if (c0 + j >= k) break;
-        X[row * k + c0 + j] += dx[j];
-        const double rn = R[row * k + c0 + j] - dr[j];
-        R[row * k + c0 + j] = rn;
+        const int c = c0 + j;
+        u[q][j] = valid && c < a ? __ldg(U + row * a + c) : 0.0;
+        y[q][j] = valid && C && c < b ? dr * __ldg(C + row * ldc + s_sel[c]) : 0.0;
+      }
+    }
+    if (a > 0) rows_times_small<G, RB>(u, s_m, c0, y);
+#pragma unroll
+    for (int q = 0; q < RB; ++q) {
+      const int64_t row = base + lane / G + q * RPG;
+#pragma unroll
+      for (int j = 0; j < CW; ++j)
+        if (row < n && c0 + j < b) Y[row * b + c0 + j] = y[q][j];
+    }
+  }
+}
+
+template <int G>
+__global__ void __launch_bounds__(BlockOpsTuning::threads)
+    update_xr_kernel(int64_t n, int k, int m, double* __restrict__ X, double* __restrict__ R,
+                     const double* __restrict__ W, const double* __restrict__ V, const double* __restrict__ A,
+                     double* __restrict__ partials) {
+  constexpr int CW = BlockOpsTuning::columns_per_thread, GC = G * CW, RPG = 32 / G;
+  constexpr int RB = BlockOpsTuning::update_rows;
+  __shared__ __align__(16) double s_a[GC * GC];
+  __shared__ double s_sq[BlockOpsTuning::threads * CW];
+  stage_small<GC>(s_a, A, m, k);
+  __syncthreads();
+  const int lane = threadIdx.x & 31, c0 = CW * (lane % G);
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5, warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
+  double sq[CW] = {};
+  for (int64_t base = warp * RPG * RB; base < n; base += warps * RPG * RB) {
+    // in/acc rows 0..RB-1: W -> dX; rows RB..2RB-1: V -> dR (one read of A serves both). X and R are loaded
+    // with W and V, before the products, so all loads of a step are in flight together.
+    double in[2 * RB][CW], acc[2 * RB][CW] = {}, x[RB][CW], r[RB][CW];
+#pragma unroll
+    for (int q = 0; q < RB; ++q) {
+      const int64_t row = base + lane / G + q * RPG;
+#pragma unroll
+      for (int j = 0; j < CW; ++j) {
+        const bool in_m = row < n && c0 + j < m, in_k = row < n && c0 + j < k;
+        in[q][j] = in_m ? __ldg(W + row * m + c0 + j) : 0.0;
+        in[RB + q][j] = in_m ? __ldg(V + row * m + c0 + j) : 0.0;
+        x[q][j] = in_k ? X[row * k + c0 + j] : 0.0;
+        r[q][j] = in_k ? R[row * k + c0 + j] : 0.0;
+      }
+    }
+    rows_times_small<G, 2 * RB>(in, s_a, c0, acc);
+#pragma unroll
+    for (int q = 0; q < RB; ++q) {
+      const int64_t row = base + lane / G + q * RPG;
+#pragma unroll
+      for (int j = 0; j < CW; ++j) {
+        if (row >= n || c0 + j >= k) continue;
+        const int64_t e = row * k + c0 + j;
+        X[e] = x[q][j] + acc[q][j];
+        const double rn = r[q][j] - acc[RB + q][j];
+        R[e] = rn;
         sq[j] = fma(rn, rn, sq[j]);
       }
     }
@@ -176,79 +285,97 @@ __global__ void update_xr_kernel(int64_t n, int k, int r, int group, int rows_pe
 #pragma unroll
   for (int j = 0; j < CW; ++j) s_sq[threadIdx.x * CW + j] = sq[j];
   __syncthreads();
-  if (threadIdx.x < k) {  // per-column block sums in a fixed order
+  if (threadIdx.x < k) {  // per-column block sums in a fixed order: the threads t == c / CW (mod G)
     const int c = threadIdx.x;
     double s = 0;
-    for (int t = c / CW; t < static_cast<int>(blockDim.x); t += group) s += s_sq[t * CW + c % CW];
+    for (int t = c / CW; t < static_cast<int>(blockDim.x); t += G) s += s_sq[t * CW + c % CW];
     partials[int64_t{blockIdx.x} * k + c] = s;
   }
 }
 
-int grid_for(int64_t units) {
-  return grid_stride_blocks(std::max<int64_t>(units, 1), 1, BlockOpsTuning::blocks_per_sm);
+int stream_grid(int64_t n, int group, int rows_per_thread) {
+  const int64_t threads = std::max<int64_t>((n + rows_per_thread - 1) / rows_per_thread, 1) * group;
+  return static_cast<int>(std::min<int64_t>((threads + BlockOpsTuning::threads - 1) / BlockOpsTuning::threads,
+                                            int64_t{device_sm_count()} * BlockOpsTuning::stream_blocks_per_sm));
+}
+
+int row_group(int columns) {
+  const int g = next_pow2(ceil_div(std::max(columns, 1), BlockOpsTuning::columns_per_thread));
+  if (g > 8) throw CudaError("block kernels: more than " + std::to_string(kBlockOpsMaxColumns) + " columns");
+  return g;
 }
 
 }  // namespace
 
 BlockOpsWorkspace::BlockOpsWorkspace(int max_columns)
-    : max_blocks(device_sm_count() * BlockOpsTuning::gram_blocks_per_sm),
+    : gram_blocks(device_sm_count() * BlockOpsTuning::gram_small_blocks_per_sm),
+      update_blocks(device_sm_count() * BlockOpsTuning::stream_blocks_per_sm),
       columns(max_columns) {
-  // gram: blocks x a x (b1 + b2) with a, b1, b2 <= columns; update: blocks x k
-  const size_t gram = static_cast<size_t>(max_blocks) * columns * 2 * columns, update = 4ull * max_blocks * columns;
+  // gram: blocks x (2 columns) x (2 columns); update: blocks x columns
+  const size_t gram = static_cast<size_t>(gram_blocks) * 4 * columns * columns,
+               update = static_cast<size_t>(update_blocks) * columns;
   partials = DeviceArray<double>(std::max(gram, update), "block-cg partial sums");
 }
 
-void launch_block_gram(int64_t n, const double* U, int ldu, int a, const double* V1, int ldv1, int b1, const double* V2,
-                       int ldv2, int b2, double* out, BlockOpsWorkspace& ws, cudaStream_t s) {
-  const int b = b1 + b2;
+void launch_block_gram(int64_t n, const GramInputs& g, double* out, BlockOpsWorkspace& ws, cudaStream_t s) {
+  const int a = g.a1 + g.a2, b = g.b1 + g.b2;
   if (a == 0 || b == 0) return;
-  if (a > kBlockOpsMaxColumns || b > 2 * kBlockOpsMaxColumns) throw CudaError("block gram: too many columns");
-  constexpr int TL = BlockOpsTuning::tile;
-  const int tiles = ceil_div(a, TL) * ceil_div(b, TL);
-  const int threads = BlockOpsTuning::threads;
-  if (tiles > threads) throw CudaError("block gram: " + std::to_string(a) + " x " + std::to_string(b) + " exceeds one tile per thread");
-  const int slices = threads / tiles;
-  const size_t smem = (static_cast<size_t>(slices) * tiles * TL * TL + static_cast<size_t>(a) * b) * sizeof(double);
-  if (a > ws.columns || b1 > ws.columns || b2 > ws.columns) throw CudaError("block gram: workspace too small");
-  const int blocks = std::min(ws.max_blocks, grid_for(n == 0 ? 1 : (n + slices - 1) / slices));
-  if (smem > 48 * 1024) CHECK_CUDA(cudaFuncSetAttribute(gram_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  gram_kernel<<<blocks, threads, smem, s>>>(n, U, ldu, a, V1, ldv1, b1, V2, ldv2, b2, ws.partials.data());
+  if (a > kBlockGramMaxColumns || b > kBlockGramMaxColumns) throw CudaError("block gram: more than 64 columns");
+  if (a > 2 * ws.columns || b > 2 * ws.columns) throw CudaError("block gram: workspace too small");
+  if (n == 0) {  // nothing to stream: a zero result
+    CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(a) * b * sizeof(double), s));
+    return;
+  }
+  using T = BlockOpsTuning;
+  const int tiles = ceil_div(a, 8) * ceil_div(b, 8);
+  const bool small = tiles <= 4;
+  const int tw = small ? T::gram_small_tiles : T::gram_wide_tiles;
+  const int quads = small ? T::gram_small_quads : T::gram_wide_quads;
+  const int per_sm = small ? T::gram_small_blocks_per_sm : T::gram_wide_blocks_per_sm;
+  const int group = next_pow2(ceil_div(a, 8 * tw) * ceil_div(b, 8 * tw)), slices = T::threads / 32 / group;
+  const size_t smem = static_cast<size_t>(slices) * a * b * sizeof(double);
+  const int64_t rows_per_step = int64_t{4} * quads * slices;
+  const int blocks = static_cast<int>(std::min<int64_t>({int64_t{device_sm_count()} * per_sm, ws.gram_blocks,
+                                                         (n + rows_per_step - 1) / rows_per_step}));
+  auto launch = [&](auto kernel) {
+    if (smem > 48 * 1024) CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    kernel<<<blocks, T::threads, smem, s>>>(n, g, ws.partials.data());
+  };
+  if (small) launch(gram_kernel<T::gram_small_tiles, T::gram_small_quads, T::gram_small_blocks_per_sm>);
+  else launch(gram_kernel<T::gram_wide_tiles, T::gram_wide_quads, T::gram_wide_blocks_per_sm>);
   CHECK_LAUNCH("block-gram");
   reduce_partials_kernel<<<a * b, 32, 0, s>>>(ws.partials.data(), blocks, a * b, out);
   CHECK_LAUNCH("block-gram-reduce");
 }
 
-void launch_block_combine(int64_t n, double* Y, int ldy, int b, double beta, const double* U, int ldu, int a,
-                          const double* M, cudaStream_t s, const double* C, int ldc, const int* sel) {
+void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, const double* M, const double* C,
+                          int ldc, const int* sel, const double* d, cudaStream_t s) {
   if (n == 0 || b == 0) return;
-  if (a == 0 && !C) {
-    if (beta != 1.0) throw CudaError("block combine: nothing to add and beta != 1");
-    return;
+  if (a > kBlockOpsMaxColumns || b > kBlockOpsMaxColumns) throw CudaError("block combine: more than 32 columns");
+  const int G = row_group(std::max(a, b));
+  const int blocks = stream_grid(n, G, BlockOpsTuning::combine_rows), threads = BlockOpsTuning::threads;
+  switch (G) {
+    case 1: combine_kernel<1><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
+    case 2: combine_kernel<2><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
+    case 4: combine_kernel<4><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
+    default: combine_kernel<8><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
   }
-  const int group = next_pow2(ceil_div(b, BlockOpsTuning::columns_per_thread));
-  int rows_per_block = std::max(1, BlockOpsTuning::threads / group);
-  rows_per_block = std::max(1, std::min(rows_per_block, BlockOpsTuning::max_u_tile / (a + 1)));
-  const int threads = std::max(32, rows_per_block * group);
-  const size_t smem = (static_cast<size_t>(a) * b + static_cast<size_t>(rows_per_block) * (a + 1)) * sizeof(double);
-  const int blocks = grid_for((n + rows_per_block - 1) / rows_per_block);
-  if (smem > 48 * 1024) CHECK_CUDA(cudaFuncSetAttribute(combine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  combine_kernel<<<blocks, threads, smem, s>>>(n, Y, ldy, b, group, rows_per_block, beta, U, ldu, a, M, C, ldc, sel);
   CHECK_LAUNCH("block-combine");
 }
 
-void launch_block_update_xr(int64_t n, int k, int r, double* X, double* R, const double* P, const double* Q,
+void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const double* W, const double* V,
                             const double* A, double* rr, BlockOpsWorkspace& ws, cudaStream_t s) {
   if (k == 0) return;
-  if (k > kBlockOpsMaxColumns || r > kBlockOpsMaxColumns) throw CudaError("block update: too many columns");
-  const int group = next_pow2(ceil_div(k, BlockOpsTuning::columns_per_thread));
-  const int rows_per_block = std::max(1, std::min(BlockOpsTuning::threads / group, BlockOpsTuning::max_u_tile / (r + 1)));
-  const int threads = std::max(32, rows_per_block * group);
-  const size_t smem = (static_cast<size_t>(r) * k + static_cast<size_t>(threads) * BlockOpsTuning::columns_per_thread +
-                       2 * static_cast<size_t>(rows_per_block) * (r + 1)) * sizeof(double);
-  const int blocks = std::min(ws.max_blocks * 4, grid_for((std::max<int64_t>(n, 1) + rows_per_block - 1) / rows_per_block));
+  if (k > kBlockOpsMaxColumns || m > kBlockOpsMaxColumns) throw CudaError("block update: more than 32 columns");
   if (k > ws.columns) throw CudaError("block update: workspace too small");
-  if (smem > 48 * 1024) CHECK_CUDA(cudaFuncSetAttribute(update_xr_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  update_xr_kernel<<<blocks, threads, smem, s>>>(n, k, r, group, rows_per_block, X, R, P, Q, A, ws.partials.data());
+  const int G = row_group(std::max(k, m));
+  const int blocks = stream_grid(n, G, BlockOpsTuning::update_rows), threads = BlockOpsTuning::threads;
+  switch (G) {
+    case 1: update_xr_kernel<1><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
+    case 2: update_xr_kernel<2><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
+    case 4: update_xr_kernel<4><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
+    default: update_xr_kernel<8><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
+  }
   CHECK_LAUNCH("block-update-xr");
   reduce_partials_kernel<<<k, 32, 0, s>>>(ws.partials.data(), blocks, k, rr);
   CHECK_LAUNCH("block-update-reduce");

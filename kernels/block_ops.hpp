@@ -1,5 +1,5 @@
 #pragma once
-// Tall-skinny dense kernels of block CG on row-major n x m blocks (m <= 64 columns; leading dimensions given).
+// Tall-skinny dense kernels of block CG on row-major n x m blocks (leading dimension = column count).
 // Every reduction is deterministic: per-block partial sums, then one warp per result sums them in block order.
 #include <cuda_runtime.h>
 
@@ -9,27 +9,41 @@
 
 namespace spcg {
 
-constexpr int kBlockOpsMaxColumns = 64;
+// Widest operand of the combine and update kernels; the Gram takes up to this many columns on each side.
+constexpr int kBlockOpsMaxColumns = 32;
+constexpr int kBlockGramMaxColumns = 2 * kBlockOpsMaxColumns;
 
 // Per-block partial sums of the reductions below, for blocks of at most max_columns columns.
 struct BlockOpsWorkspace {
-  int max_blocks = 0, columns = 0;
+  int gram_blocks = 0, update_blocks = 0, columns = 0;
   DeviceArray<double> partials;
   explicit BlockOpsWorkspace(int max_columns);
 };
 
-// out = [U' V1, U' V2] (a x (b1 + b2), column-major, leading dimension a); V2 may be null (b2 = 0).
-// Needs ceil(a/4) * ceil((b1 + b2)/4) <= 256 (a 4 x 4 tile per thread): a <= 32 and b1 + b2 <= 64 always fit.
-void launch_block_gram(int64_t n, const double* U, int ldu, int a, const double* V1, int ldv1, int b1, const double* V2,
-                       int ldv2, int b2, double* out, BlockOpsWorkspace& ws, cudaStream_t s);
-// Y (n x b) = beta Y + C(:, sel) + U (n x a) M (a x b, column-major on the device); C (ld ldc) and the device
-// column list sel (b entries) are optional. Y may be U (in place, same ld). beta == 0 does not read Y.
-void launch_block_combine(int64_t n, double* Y, int ldy, int b, double beta, const double* U, int ldu, int a,
-                          const double* M, cudaStream_t s, const double* C = nullptr, int ldc = 0,
-                          const int* sel = nullptr);
-// X += P A; R -= Q A for A (r x k, column-major, device); rr[c] = ||R(:, c)||^2 afterwards. X, R: n x k
-// (ld k); P, Q: n x r (ld r).
-void launch_block_update_xr(int64_t n, int k, int r, double* X, double* R, const double* P, const double* Q,
+// The two sides of a Gram product, each up to two row-major blocks side by side; the rows of U2 may be
+// scaled by a vector (block Jacobi: D^-1 V).
+struct GramInputs {
+  const double* U1 = nullptr;
+  int a1 = 0;
+  const double* U2 = nullptr;
+  int a2 = 0;
+  const double* u2_row_scale = nullptr;  // optional: U2(i, :) *= u2_row_scale[i]
+  const double* V1 = nullptr;
+  int b1 = 0;
+  const double* V2 = nullptr;
+  int b2 = 0;
+};
+
+// out = [U1, diag(s) U2]' [V1, V2]: (a1 + a2) x (b1 + b2), column-major, leading dimension a1 + a2.
+// a1 + a2 <= 64 and b1 + b2 <= 64.
+void launch_block_gram(int64_t n, const GramInputs& in, double* out, BlockOpsWorkspace& ws, cudaStream_t s);
+// Y (n x b) = diag(d) C(:, sel) + U (n x a) M (a x b, column-major, device). C (ldc columns), the device column
+// list sel (b entries) and d are optional; a may be 0. a, b <= 32. Y must not overlap U or C.
+void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, const double* M, const double* C,
+                          int ldc, const int* sel, const double* d, cudaStream_t s);
+// X += W A; R -= V A for A (m x k, column-major, device); rr[c] = ||R(:, c)||^2 afterwards. X, R: n x k;
+// W, V: n x m; m, k <= 32.
+void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const double* W, const double* V,
                             const double* A, double* rr, BlockOpsWorkspace& ws, cudaStream_t s);
 
 }  // namespace spcg

@@ -1,12 +1,19 @@
 // block-cg: breakdown-free block CG (O'Leary 1980; Ji & Li, "Breakdown-free version of the block conjugate
-// gradient method", 2017). The search block is orthonormalised every iteration by Cholesky-QR, twice
-// (CholQR2), with a pivoted Cholesky that drops directions whose pivot falls below a relative threshold: a
-// duplicate or dependent right-hand side, or one that has converged, leaves the block instead of breaking it.
-// Converged columns are frozen (their alpha columns are zeroed) while their directions stay in the Krylov
-// space of the others. Dense n x k work through cuBLAS; the small k x k work on the host.
-//   R = B - A X;  Z = M^-1 R;  P = orth(Z)
-//   loop: Q = A P;  alpha = (P'Q)^-1 P'R;  X += P alpha;  R -= Q alpha;  Z = M^-1 R
-//         beta = -(P'Q)^-1 Q'Z;  P = orth(Z + P beta)   (over the active columns)
+// gradient method", 2017). The search block is orthonormalised every iteration by Cholesky-QR, with a pivoted
+// Cholesky that drops directions whose pivot falls below a relative threshold: a duplicate or dependent
+// right-hand side, or one that has converged, leaves the block instead of breaking it; a second pass
+// (CholQR2) when the Gram matrix is ill-conditioned. Converged columns are frozen (their alpha columns are
+// zeroed) while their directions stay in the Krylov space of the others.
+// The orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
+// every product with P is a product with W and a small matrix, and one Gram pass gives all the k x k data:
+//   R = B - A X;  W = M^-1 R;  T = chol(W'W)^-1                       (P = W T)
+//   loop: V = A W                                                      (Q = A P = V T)
+//         [W, M^-1 V]' [V, R]        -> P'Q = T'(W'V)T,  P'R = T'(W'R)
+//         alpha = (P'Q)^-1 P'R;  X += W (T alpha);  R -= V (T alpha)
+//         Q'Z = T'(V'M^-1 R - V'M^-1 V T alpha)                       (Z = M^-1 R for the new R, no pass)
+//         beta = -(P'Q)^-1 Q'Z;  W = Z(:, act) + W (T beta(:, act));  T = chol(W'W)^-1
+// Dense n x m passes through our streaming kernels (kernels/block_ops.cu) for k <= 32, cuBLAS beyond; the
+// small k x k work on the host.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -111,6 +118,30 @@ bool spd_solve(const Small& S, Small& Y) {
   return true;
 }
 
+Small matmul(const Small& A, const Small& B) {  // A B
+  Small C(A.rows, B.cols);
+  for (int j = 0; j < B.cols; ++j)
+    for (int p = 0; p < A.cols; ++p)
+      for (int i = 0; i < A.rows; ++i) C(i, j) += A(i, p) * B(p, j);
+  return C;
+}
+Small tmatmul(const Small& A, const Small& B) {  // A' B
+  Small C(A.cols, B.cols);
+  for (int j = 0; j < B.cols; ++j)
+    for (int i = 0; i < A.cols; ++i) {
+      double v = 0;
+      for (int p = 0; p < A.rows; ++p) v += A(p, i) * B(p, j);
+      C(i, j) = v;
+    }
+  return C;
+}
+Small sub(const Small& A, int r0, int c0, int rows, int cols) {
+  Small S(rows, cols);
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i) S(i, j) = A(r0 + i, c0 + j);
+  return S;
+}
+
 class Blas {
  public:
   explicit Blas(cudaStream_t s) {
@@ -122,10 +153,11 @@ class Blas {
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
   // Row-major blocks are column-major transposes: U (n x a) is Uc (a x n, ld a).
-  // C (a x b, col-major, device) = U' V for U n x a, V n x b.
-  void gram(const double* U, int a, const double* V, int b, int64_t n, double* C) {
+  // C (a x b, col-major, leading dimension ldc, device) = U' V for U n x a, V n x b.
+  void gram(const double* U, int a, const double* V, int b, int64_t n, double* C, int ldc) {
+    if (a == 0 || b == 0) return;
     const double one = 1, zero = 0;
-    CHECK_CUBLAS(cublasDgemm(h_, CUBLAS_OP_N, CUBLAS_OP_T, a, b, static_cast<int>(n), &one, U, a, V, b, &zero, C, a));
+    CHECK_CUBLAS(cublasDgemm(h_, CUBLAS_OP_N, CUBLAS_OP_T, a, b, static_cast<int>(n), &one, U, a, V, b, &zero, C, ldc));
   }
   // Y (n x b) = beta Y + U (n x a) * M (a x b, device col-major).
   void update(double* Y, int b, const double* U, int a, const double* M, double beta, int64_t n) {
@@ -138,73 +170,89 @@ class Blas {
   cublasHandle_t h_ = nullptr;
 };
 
-// The n x m dense steps of block CG: our streaming kernels (kernels/block_ops.cu) up to 32 right-hand sides
-// (the P'[Q R] Gram is r x (r + k)), cuBLAS beyond. Small matrices travel host <-> device through one staging buffer on the solver's stream.
+// The n x m dense steps of block CG: our streaming kernels (kernels/block_ops.cu) up to 32 right-hand sides,
+// cuBLAS beyond (row scalings then go through a scratch block). Small matrices travel host <-> device through
+// one staging buffer on the solver's stream.
 class DenseSteps {
  public:
   DenseSteps(int k, int64_t n, cudaStream_t s)
-      : s_(s), n_(n), own_(2 * k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(2) * k * k + 4 * k, "block-cg small"),
+      : s_(s), n_(n), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(4) * k * k, "block-cg small"),
         sel_(k, "block-cg column map") {
-    if (own_) ws_ = std::make_unique<BlockOpsWorkspace>(k);
-    else blas_ = std::make_unique<Blas>(s);
-  }
-  // [U'V1, U'V2] for U (n x a), V1 (n x b1), V2 (n x b2, optional); returned as two host matrices.
-  std::pair<Small, Small> gram(const double* U, int a, const double* V1, int b1, const double* V2 = nullptr, int b2 = 0) {
-    Small G1(a, b1), G2(a, b2);
-    if (a == 0) return {G1, G2};
     if (own_) {
-      launch_block_gram(n_, U, a, a, V1, b1, b1, V2, b2, V2 ? b2 : 0, small_.data(), *ws_, s_);
+      ws_ = std::make_unique<BlockOpsWorkspace>(k);
     } else {
-      blas_->gram(U, a, V1, b1, n_, small_.data());
-      if (V2) blas_->gram(U, a, V2, b2, n_, small_.data() + static_cast<size_t>(a) * b1);
+      blas_ = std::make_unique<Blas>(s);
+      scratch_ = DeviceArray<double>(static_cast<size_t>(n) * k, "block-cg scratch");
     }
-    std::vector<double> h(static_cast<size_t>(a) * (b1 + b2));
-    CHECK_CUDA(cudaMemcpyAsync(h.data(), small_.data(), h.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    CHECK_CUDA(cudaStreamSynchronize(s_));
-    std::copy(h.begin(), h.begin() + G1.a.size(), G1.a.begin());
-    std::copy(h.begin() + G1.a.size(), h.end(), G2.a.begin());
-    return {G1, G2};
   }
-  // Y (n x b) = beta Y + [Z(:, cols)] + U (n x a) M; Z has ldz columns. Y may be U (in place) on our kernels.
-  void combine(double* Y, int b, double beta, const double* U, int a, const Small& M, const double* Z = nullptr,
-               int ldz = 0, const std::vector<int>& cols = {}) {
-    upload(M);
+  // [U1, diag(d) U2]' [V1, V2] as a host matrix.
+  Small gram(const GramInputs& g) {
+    const int a = g.a1 + g.a2, b = g.b1 + g.b2;
+    Small G(a, b);
+    if (a == 0 || b == 0) return G;
     if (own_) {
-      if (Z) CHECK_CUDA(cudaMemcpyAsync(sel_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
-      launch_block_combine(n_, Y, b, b, beta, U, a, a, small_.data(), s_, Z, ldz, Z ? sel_.data() : nullptr);
+      launch_block_gram(n_, g, small_.data(), *ws_, s_);
     } else {
-      if (Z) {  // cuBLAS: gather by a selection product, then accumulate
-        Small S(ldz, b);
+      double* out = small_.data();
+      blas_->gram(g.U1, g.a1, g.V1, g.b1, n_, out, a);
+      blas_->gram(g.U1, g.a1, g.V2, g.b2, n_, out + static_cast<size_t>(g.b1) * a, a);
+      const double* U2 = g.U2;
+      if (g.a2 && g.u2_row_scale) {
+        launch_row_scale(n_, g.a2, g.u2_row_scale, g.U2, scratch_.data(), s_);
+        U2 = scratch_.data();
+      }
+      blas_->gram(U2, g.a2, g.V1, g.b1, n_, out + g.a1, a);
+      blas_->gram(U2, g.a2, g.V2, g.b2, n_, out + static_cast<size_t>(g.b1) * a + g.a1, a);
+    }
+    CHECK_CUDA(cudaMemcpyAsync(G.a.data(), small_.data(), G.a.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
+    CHECK_CUDA(cudaStreamSynchronize(s_));
+    return G;
+  }
+  // Y (n x b) = diag(d) C(:, cols) + U (n x a) M; C (ldc columns) and d optional. Y must not overlap U or C.
+  void combine(double* Y, int b, const double* U, int a, const Small& M, const double* C = nullptr, int ldc = 0,
+               const std::vector<int>& cols = {}, const double* d = nullptr) {
+    if (own_) {
+      upload(M);
+      if (C) CHECK_CUDA(cudaMemcpyAsync(sel_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
+      launch_block_combine(n_, Y, b, U, a, small_.data(), C, ldc, C ? sel_.data() : nullptr, C ? d : nullptr, s_);
+    } else {
+      double beta = 0.0;
+      if (C) {  // cuBLAS: scale, gather by a selection product, then accumulate
+        const double* Z = C;
+        if (d) {
+          launch_row_scale(n_, ldc, d, C, scratch_.data(), s_);
+          Z = scratch_.data();
+        }
+        Small S(ldc, b);
         for (int c = 0; c < b; ++c) S(cols[c], c) = 1.0;
-        CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused
         upload(S);
-        blas_->update(Y, b, Z, ldz, small_.data(), beta, n_);
-        CHECK_CUDA(cudaStreamSynchronize(s_));
-        upload(M);
+        blas_->update(Y, b, Z, ldc, small_.data(), 0.0, n_);
+        CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused
         beta = 1.0;
       }
-      if (U == Y) throw CudaError("block-cg: in-place combine needs the block kernels (k <= 32)");
-      if (a > 0) blas_->update(Y, b, U, a, small_.data(), beta, n_);
-      else if (beta != 1.0) launch_scale(beta, Y, static_cast<size_t>(n_) * b, s_);
+      if (a > 0) {
+        upload(M);
+        blas_->update(Y, b, U, a, small_.data(), beta, n_);
+      } else if (!C) {
+        CHECK_CUDA(cudaMemsetAsync(Y, 0, static_cast<size_t>(n_) * b * sizeof(double), s_));
+      }
     }
     CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused by the next call
   }
-  bool in_place() const { return own_; }
-  // X += P alpha; R -= Q alpha; returns ||R(:, c)||^2.
-  std::vector<double> update_xr(double* X, double* R, int k, const double* P, const double* Q, int r, const Small& alpha,
+  // X += W A; R -= V A; returns ||R(:, c)||^2.
+  std::vector<double> update_xr(double* X, double* R, int k, const double* W, const double* V, int m, const Small& A,
                                 DeviceArray<double>& norms, const ReductionWorkspace& rws) {
     std::vector<double> rr(k);
+    upload(A);
     if (own_) {
-      upload(alpha);
-      launch_block_update_xr(n_, k, r, X, R, P, Q, small_.data(), norms.data(), *ws_, s_);
+      launch_block_update_xr(n_, k, m, X, R, W, V, small_.data(), norms.data(), *ws_, s_);
     } else {
-      upload(alpha);
-      blas_->update(X, k, P, r, small_.data(), 1.0, n_);
-      Small neg = alpha;
+      blas_->update(X, k, W, m, small_.data(), 1.0, n_);
+      Small neg = A;
       for (double& v : neg.a) v = -v;
       CHECK_CUDA(cudaStreamSynchronize(s_));
       upload(neg);
-      blas_->update(R, k, Q, r, small_.data(), 1.0, n_);
+      blas_->update(R, k, V, m, small_.data(), 1.0, n_);
       launch_column_dots(n_, k, R, R, rws, norms.data(), s_);
     }
     CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s_));
@@ -221,14 +269,16 @@ class DenseSteps {
   bool own_;
   DeviceArray<double> small_;
   DeviceArray<int> sel_;
+  DeviceArray<double> scratch_;
   std::unique_ptr<BlockOpsWorkspace> ws_;
   std::unique_ptr<Blas> blas_;
 };
 
 struct BlockCgTuning {
   static constexpr double drop = 1e-12;  // relative pivot below which a direction is dependent
-  // CholQR loses orthogonality like cond(W)^2 eps = cond(G) eps: below this the second pass (CholQR2) is
-  // skipped (P is then orthonormal to ~1e-10; P'AP is solved exactly either way).
+  // With P = W T implicit, P'AP = T'(W'AW)T carries relative errors ~ cond(W'W) eps, and one CholQR pass
+  // leaves P orthonormal to ~ cond(W'W) eps: above this the block is formed (P = W T) and orthonormalised
+  // again (CholQR2).
   static constexpr double second_pass_cond = 1e6;
 };
 
@@ -246,8 +296,11 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   KernelTimer timer(o.time_kernels, s);
   DenseSteps dense(k, n, s);
   const auto t0 = std::chrono::steady_clock::now();
-  DeviceBlock R(n, k, "block-cg R"), Z(n, k, "block-cg Z"), P(n, k, "block-cg P"), Q(n, k, "block-cg Q"),
-      W(n, k, "block-cg W");
+  DeviceBlock R(n, k, "block-cg R"), V(n, k, "block-cg V"), W1(n, k, "block-cg W"), W2(n, k, "block-cg W'");
+  double* W = W1.data();      // n x m, the unorthonormalised search block; P = W T
+  double* spare = W2.data();  // the next W is formed here, then the two swap
+  int m = 0, r = 0;           // columns of W and of P
+  Small T;                    // m x r
   DeviceArray<double> norms(k, "block-cg norms");
   ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
   const double nk = double(n) * k;
@@ -257,41 +310,8 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     A.apply(-1.0, X.data(), 1.0, R.data(), k, s);
   });
   res.operator_applies = 1, res.operator_columns = k;
-  auto precondition = [&] {  // Z = M^-1 R
-    if (dinv) timer.run("precond", 24.0 * nk, [&] { launch_row_scale(n, k, dinv, R.data(), Z.data(), s); });
-  };
-  const double* Zp = dinv ? Z.data() : R.data();
   auto observe = [&](const std::vector<double>& rr, int it) {
     for (int j = 0; j < k; ++j) mon.observe(j, it, std::sqrt(rr[j]));
-  };
-  // P = orth(W) over the m columns of W; marks the RHS columns whose direction was dropped as deflated.
-  int r = 0;
-  auto orthonormalize = [&](const std::vector<int>& cols_of_w) -> bool {
-    const int m = static_cast<int>(cols_of_w.size());
-    Small G;
-    timer.run("gram", 8.0 * n * m, [&] { G = dense.gram(W.data(), m, W.data(), m).first; });
-    for (double v : G.a)
-      if (!std::isfinite(v)) return false;
-    Orth first = pivoted_cholqr(G, BlockCgTuning::drop);
-    std::vector<bool> kept(m, false);
-    for (int c : first.kept) kept[c] = true;
-    for (int c = 0; c < m; ++c)
-      if (!kept[c]) mon.mark_deflated(cols_of_w[c]);
-    r = static_cast<int>(first.kept.size());
-    timer.run("orth", 8.0 * n * (m + r), [&] { dense.combine(P.data(), r, 0.0, W.data(), m, first.T); });  // P = W T
-    if (r == 0 || first.pivot_ratio < BlockCgTuning::second_pass_cond) return true;
-    // Second pass (CholQR2) restores orthogonality lost to the conditioning of G.
-    Small G2;
-    timer.run("gram", 8.0 * n * r, [&] { G2 = dense.gram(P.data(), r, P.data(), r).first; });
-    Orth second = pivoted_cholqr(G2, 0.0);
-    if (static_cast<int>(second.kept.size()) != r) return false;
-    if (dense.in_place()) {
-      timer.run("orth", 16.0 * n * r, [&] { dense.combine(P.data(), r, 0.0, P.data(), r, second.T); });  // P = P T2
-    } else {
-      CHECK_CUDA(cudaMemcpyAsync(W.data(), P.data(), static_cast<size_t>(n) * r * sizeof(double), cudaMemcpyDeviceToDevice, s));
-      timer.run("orth", 16.0 * n * r, [&] { dense.combine(P.data(), r, 0.0, W.data(), r, second.T); });
-    }
-    return true;
   };
   auto active_columns = [&] {
     std::vector<int> a;
@@ -302,8 +322,47 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   auto fail_active = [&](ColumnStatus st, int it) {
     for (int j : active_columns()) mon.finish(j, st, it);
   };
-
+  auto gram_bytes = [&](const GramInputs& g) {
+    return 8.0 * n * (g.a1 + g.a2 + g.b1 + g.b2 + (g.u2_row_scale ? 1 : 0));
+  };
+  // W = M^-1 R(:, act) + W_old Tb, formed in the spare block (Tb empty: no W_old term).
+  auto form_w = [&](const std::vector<int>& act, const Small& Tb) {
+    const int m_new = static_cast<int>(act.size());
+    timer.run("combine", 8.0 * n * (Tb.rows + 2 * m_new + (dinv ? 1 : 0)), [&] {
+      dense.combine(spare, m_new, W, Tb.rows, Tb, R.data(), k, act, dinv);
+    });
+    std::swap(W, spare);
+    m = m_new;
+  };
   int it = 0;
+  // T such that P = W T is orthonormal: pivoted Cholesky of W'W; RHS columns whose direction was dropped are
+  // deflated. A second pass on P = W T (formed) when W'W is ill-conditioned.
+  auto orthonormalize = [&](const std::vector<int>& cols_of_w) -> bool {
+    const GramInputs wtw{W, m, nullptr, 0, nullptr, W, m};
+    Small G;
+    timer.run("gram", gram_bytes(wtw) / 2, [&] { G = dense.gram(wtw); });  // one block read twice
+    for (double v : G.a)
+      if (!std::isfinite(v)) return false;
+    Orth first = pivoted_cholqr(G, BlockCgTuning::drop);
+    std::vector<bool> kept(m, false);
+    for (int c : first.kept) kept[c] = true;
+    for (int c = 0; c < m; ++c)
+      if (!kept[c]) mon.mark_deflated(cols_of_w[c]);
+    r = static_cast<int>(first.kept.size());
+    T = first.T;
+    if (r == 0 || first.pivot_ratio < BlockCgTuning::second_pass_cond) return true;
+    timer.run("orth", 8.0 * n * (m + r), [&] { dense.combine(spare, r, W, m, T); });  // P = W T, formed
+    std::swap(W, spare);
+    m = r;
+    const GramInputs ptp{W, m, nullptr, 0, nullptr, W, m};
+    Small G2;
+    timer.run("gram", gram_bytes(ptp) / 2, [&] { G2 = dense.gram(ptp); });
+    Orth second = pivoted_cholqr(G2, 0.0);
+    if (static_cast<int>(second.kept.size()) != r) return false;
+    T = second.T;
+    return true;
+  };
+
   {
     std::vector<double> rr(k);
     timer.run("norms", 8.0 * nk, [&] { launch_column_dots(n, k, R.data(), R.data(), ws, norms.data(), s); });
@@ -311,28 +370,26 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     CHECK_CUDA(cudaStreamSynchronize(s));
     observe(rr, 0);
   }
-  precondition();
   std::vector<int> act = active_columns();
   if (!act.empty()) {
-    // W = Z(:, act)
-    timer.run("combine", 16.0 * n * act.size(), [&] {
-      dense.combine(W.data(), static_cast<int>(act.size()), 0.0, P.data(), 0, Small(0, static_cast<int>(act.size())), Zp, k, act);
-    });
+    form_w(act, Small(0, static_cast<int>(act.size())));  // W = M^-1 R(:, act)
     if (!orthonormalize(act)) fail_active(ColumnStatus::non_finite, 0);
   }
   while (!mon.all_done()) {
-    act = active_columns();
     if (r == 0) {  // every remaining direction was dependent: nothing left to search
       fail_active(ColumnStatus::breakdown, it);
       break;
     }
-    timer.run("spmm", A.bytes_per_apply(r), [&] { A.apply(1.0, P.data(), 0.0, Q.data(), r, s); });  // Q = A P
-    ++res.operator_applies, res.operator_columns += r;
-    Small PtQ, PtR;
-    timer.run("gram", 8.0 * n * (2 * r + k), [&] { std::tie(PtQ, PtR) = dense.gram(P.data(), r, Q.data(), r, R.data(), k); });
+    timer.run("spmm", A.bytes_per_apply(m), [&] { A.apply(1.0, W, 0.0, V.data(), m, s); });  // V = A W
+    ++res.operator_applies, res.operator_columns += m;
+    // [W, M^-1 V]' [V, R] = [W'V W'R; V'M^-1 V  V'M^-1 R]
+    const GramInputs gin{W, m, V.data(), m, dinv, V.data(), m, R.data(), k};
+    Small G;
+    timer.run("gram", gram_bytes(gin), [&] { G = dense.gram(gin); });
+    Small PtQ = tmatmul(T, matmul(sub(G, 0, 0, m, m), T));  // P'AP = T' W'V T
     for (int i = 0; i < r; ++i)
       for (int j = 0; j < i; ++j) PtQ(i, j) = PtQ(j, i) = 0.5 * (PtQ(i, j) + PtQ(j, i));
-    Small alpha = PtR;  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
+    Small alpha = tmatmul(T, sub(G, 0, m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
     if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace
       bool finite = true;
       for (double v : PtQ.a) finite &= std::isfinite(v);
@@ -342,26 +399,26 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     for (int j = 0; j < k; ++j)
       if (mon.status(j) != ColumnStatus::running)
         for (int i = 0; i < r; ++i) alpha(i, j) = 0.0;
+    const Small Ta = matmul(T, alpha);  // P alpha = W (T alpha)
     std::vector<double> rr;
-    // X += P alpha; R -= Q alpha; ||R(:, j)||^2
-    timer.run("update-xr", 8.0 * n * (2 * r + 4 * k), [&] { rr = dense.update_xr(X.data(), R.data(), k, P.data(), Q.data(), r, alpha, norms, ws); });
+    // X += W Ta; R -= V Ta; ||R(:, j)||^2
+    timer.run("update-xr", 8.0 * n * (2 * m + 4 * k), [&] { rr = dense.update_xr(X.data(), R.data(), k, W, V.data(), m, Ta, norms, ws); });
     ++it;
     observe(rr, it);
     if (mon.all_done()) break;
-    precondition();
-    Small QtZ;
-    timer.run("gram", 8.0 * n * (r + k), [&] { QtZ = dense.gram(Q.data(), r, Zp, k).first; });
-    Small beta = QtZ;  // beta = -(P'AP)^-1 Q'Z
+    // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta)
+    Small VtZ = sub(G, m, m, m, k);
+    const Small VtDVTa = matmul(sub(G, m, 0, m, m), Ta);
+    for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
+
+    Small beta = tmatmul(T, VtZ);  // beta = -(P'AP)^-1 Q'Z
     spd_solve(PtQ, beta);
     for (double& v : beta.a) v = -v;
     act = active_columns();
     Small beta_act(r, static_cast<int>(act.size()));
     for (size_t c = 0; c < act.size(); ++c)
       for (int i = 0; i < r; ++i) beta_act(i, static_cast<int>(c)) = beta(i, act[c]);
-    // W = Z(:, act) + P beta(:, act)
-    timer.run("combine", 8.0 * n * (r + 2 * act.size()), [&] {
-      dense.combine(W.data(), static_cast<int>(act.size()), 0.0, P.data(), r, beta_act, Zp, k, act);
-    });
+    form_w(act, matmul(T, beta_act));  // W = Z(:, act) + W T beta(:, act)
     if (!orthonormalize(act)) {
       fail_active(ColumnStatus::non_finite, it);
       break;

@@ -180,78 +180,108 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
   }
 }
 
-// Block CG's dense kernels (kernels/block_ops.cu) against plain host loops, outputs NaN-poisoned first.
-TEST(BlockOps, GramCombineAndUpdateMatchHostLoops) {
+// Block CG's dense kernels (kernels/block_ops.cu) against plain host loops in long double, outputs
+// NaN-poisoned first; shapes cover 1 column, odd widths, every row-group width (1..8 threads per row) and the
+// 32/64-column limits, with and without the optional operands.
+struct BlockOpsData {
+  SplitMix64 rng;
+  explicit BlockOpsData(uint64_t seed) : rng(seed) {}
+  std::vector<double> random(size_t count) {
+    std::vector<double> v(count);
+    for (double& x : v) x = 2 * rng.uniform() - 1;
+    return v;
+  }
+};
+
+TEST(BlockOps, GramMatchesHostLoops) {
+  SPCG_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Shape { int a1, a2, b1, b2; bool scaled; };
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
+    for (const Shape sh : std::vector<Shape>{{1, 0, 1, 0, false}, {5, 3, 7, 3, true}, {16, 16, 16, 16, true},
+                                             {32, 32, 32, 32, false}, {64, 0, 2, 62, false}, {7, 0, 64, 0, false}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " U " + std::to_string(sh.a1) + "+" + std::to_string(sh.a2) + " V " +
+                   std::to_string(sh.b1) + "+" + std::to_string(sh.b2) + (sh.scaled ? " scaled" : ""));
+      BlockOpsData d(static_cast<uint64_t>(n * 131 + sh.a1 + 7 * sh.b2));
+      const std::vector<double> u1 = d.random(n * sh.a1), u2 = d.random(n * sh.a2), v1 = d.random(n * sh.b1),
+                                v2 = d.random(n * sh.b2), sc = d.random(n);
+      const int a = sh.a1 + sh.a2, b = sh.b1 + sh.b2;
+      DeviceArray<double> du1(u1), du2(u2), dv1(v1), dv2(v2), dsc(sc),
+          dout(std::vector<double>(static_cast<size_t>(a) * b, nan));
+      BlockOpsWorkspace ws(32);
+      const GramInputs g{du1.data(), sh.a1, sh.a2 ? du2.data() : nullptr, sh.a2, sh.scaled ? dsc.data() : nullptr,
+                         dv1.data(), sh.b1, sh.b2 ? dv2.data() : nullptr, sh.b2};
+      launch_block_gram(n, g, dout.data(), ws, 0);
+      const std::vector<double> out = dout.download();
+      for (int l = 0; l < a; ++l)
+        for (int c = 0; c < b; ++c) {
+          long double ref = 0, mag = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const long double x = l < sh.a1 ? u1[i * sh.a1 + l] : u2[i * sh.a2 + (l - sh.a1)] * (sh.scaled ? sc[i] : 1.0);
+            const long double y = c < sh.b1 ? v1[i * sh.b1 + c] : v2[i * sh.b2 + (c - sh.b1)];
+            ref += x * y;
+            mag += std::abs(x * y);
+          }
+          ASSERT_NEAR(out[static_cast<size_t>(c) * a + l], static_cast<double>(ref), 8 * 2.2e-16 * static_cast<double>(mag) + 1e-300)
+              << "gram (" << l << ", " << c << ")";
+        }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+}
+
+TEST(BlockOps, CombineMatchesHostLoops) {
+  SPCG_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Shape { int a, b, ldc; bool gather, scaled; };
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
+    for (const Shape sh : std::vector<Shape>{{0, 5, 7, true, true}, {1, 1, 1, true, false}, {16, 16, 16, true, true},
+                                             {32, 32, 32, false, false}, {5, 7, 3, true, true}, {32, 3, 32, true, false},
+                                             {3, 32, 32, false, false}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " a " + std::to_string(sh.a) + " b " + std::to_string(sh.b));
+      BlockOpsData d(static_cast<uint64_t>(n * 17 + sh.a * 5 + sh.b));
+      const std::vector<double> u = d.random(n * sh.a), m = d.random(static_cast<size_t>(sh.a) * sh.b),
+                                c = d.random(n * sh.ldc), sc = d.random(n);
+      std::vector<int> sel(sh.b);
+      for (int j = 0; j < sh.b; ++j) sel[j] = (j * 7 + 3) % sh.ldc;
+      DeviceArray<double> du(u), dm(m), dc(c), dsc(sc), dy(std::vector<double>(n * sh.b, nan));
+      DeviceArray<int> dsel(sel);
+      launch_block_combine(n, dy.data(), sh.b, du.data(), sh.a, dm.data(), sh.gather ? dc.data() : nullptr, sh.ldc,
+                           sh.gather ? dsel.data() : nullptr, sh.scaled ? dsc.data() : nullptr, 0);
+      const std::vector<double> y = dy.download();
+      for (int64_t i = 0; i < n; ++i)
+        for (int j = 0; j < sh.b; ++j) {
+          long double ref = sh.gather ? static_cast<long double>(c[i * sh.ldc + sel[j]]) * (sh.scaled ? sc[i] : 1.0) : 0.0L;
+          for (int l = 0; l < sh.a; ++l) ref += static_cast<long double>(u[i * sh.a + l]) * m[static_cast<size_t>(j) * sh.a + l];
+          ASSERT_NEAR(y[i * sh.b + j], static_cast<double>(ref), 1e-13 * (sh.a + 2)) << "combine (" << i << ", " << j << ")";
+        }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+}
+
+TEST(BlockOps, UpdateMatchesHostLoops) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
-    for (const auto& [a, b1, b2] : std::vector<std::tuple<int, int, int>>{{1, 1, 0}, {5, 7, 3}, {16, 16, 16}, {33, 2, 64}, {64, 64, 0}}) {
-      SCOPED_TRACE("n " + std::to_string(n) + " a " + std::to_string(a) + " b " + std::to_string(b1) + "+" + std::to_string(b2));
-      SplitMix64 rng(static_cast<uint64_t>(n * 131 + a));
-      auto random = [&](size_t count) {
-        std::vector<double> v(count);
-        for (double& x : v) x = 2 * rng.uniform() - 1;
-        return v;
-      };
-      const std::vector<double> u = random(n * a), v1 = random(n * b1), v2 = random(n * b2);
-      DeviceArray<double> du(u), dv1(v1), dv2(v2), dout(std::vector<double>(static_cast<size_t>(a) * (b1 + b2), nan));
-      BlockOpsWorkspace ws(64);
-      launch_block_gram(n, du.data(), a, a, dv1.data(), b1, b1, b2 ? dv2.data() : nullptr, b2, b2, dout.data(), ws, 0);
-      const std::vector<double> g = dout.download();
-      for (int l = 0; l < a; ++l)
-        for (int c = 0; c < b1 + b2; ++c) {
-          long double ref = 0, mag = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            const double w = c < b1 ? v1[i * b1 + c] : v2[i * b2 + (c - b1)];
-            ref += static_cast<long double>(u[i * a + l]) * w;
-            mag += std::abs(u[i * a + l] * w);
-          }
-          ASSERT_NEAR(g[static_cast<size_t>(c) * a + l], static_cast<double>(ref), 8 * 2.2e-16 * static_cast<double>(mag) + 1e-300)
-              << "gram (" << l << ", " << c << ")";
-        }
-      // Y = 0.5 Y + C(:, sel) + U M with Y != U, then in place: U = U M2 (M2 square a x a)
-      const int b = b1;
-      const std::vector<double> m = random(static_cast<size_t>(a) * b), y0 = random(n * b), c0 = random(n * b2);
-      std::vector<int> sel(b);
-      for (int c = 0; c < b; ++c) sel[c] = b2 ? (c * 7) % b2 : 0;
-      DeviceArray<double> dm(m), dy(y0), dc(c0);
-      DeviceArray<int> dsel(sel);
-      launch_block_combine(n, dy.data(), b, b, 0.5, du.data(), a, a, dm.data(), 0, b2 ? dc.data() : nullptr, b2,
-                           b2 ? dsel.data() : nullptr);
-      const std::vector<double> y = dy.download();
-      for (int64_t i = 0; i < n; ++i)
-        for (int c = 0; c < b; ++c) {
-          long double ref = 0.5L * y0[i * b + c] + (b2 ? c0[i * b2 + sel[c]] : 0.0);
-          for (int l = 0; l < a; ++l) ref += static_cast<long double>(u[i * a + l]) * m[static_cast<size_t>(c) * a + l];
-          ASSERT_NEAR(y[i * b + c], static_cast<double>(ref), 1e-13 * (a + 2)) << "combine (" << i << ", " << c << ")";
-        }
-      const std::vector<double> m2 = random(static_cast<size_t>(a) * a);
-      DeviceArray<double> dm2(m2);
-      launch_block_combine(n, du.data(), a, a, 0.0, du.data(), a, a, dm2.data(), 0);
-      const std::vector<double> uu = du.download();
-      for (int64_t i = 0; i < n; ++i)
-        for (int c = 0; c < a; ++c) {
-          long double ref = 0;
-          for (int l = 0; l < a; ++l) ref += static_cast<long double>(u[i * a + l]) * m2[static_cast<size_t>(c) * a + l];
-          ASSERT_NEAR(uu[i * a + c], static_cast<double>(ref), 1e-13 * (a + 1)) << "in place (" << i << ", " << c << ")";
-        }
-      // X += P A; R -= Q A; rr = column norms of R (k = b1 columns, r = a)
-      const int k = b1, r = a;
-      const std::vector<double> x0 = random(n * k), r0 = random(n * k), p = random(n * r), q = random(n * r),
-                                al = random(static_cast<size_t>(r) * k);
-      DeviceArray<double> dx(x0), dr(r0), dp(p), dq(q), dal(al), drr(std::vector<double>(k, nan));
-      launch_block_update_xr(n, k, r, dx.data(), dr.data(), dp.data(), dq.data(), dal.data(), drr.data(), ws, 0);
+    for (const auto& [k, m] : std::vector<std::pair<int, int>>{{1, 1}, {7, 5}, {16, 16}, {32, 32}, {3, 32}, {32, 3}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k) + " m " + std::to_string(m));
+      BlockOpsData d(static_cast<uint64_t>(n * 29 + k * 3 + m));
+      // X += W A; R -= V A; rr = column norms of R
+      const std::vector<double> x0 = d.random(n * k), r0 = d.random(n * k), w = d.random(n * m), v = d.random(n * m),
+                                al = d.random(static_cast<size_t>(m) * k);
+      DeviceArray<double> dx(x0), dr(r0), dw(w), dv(v), dal(al), drr(std::vector<double>(k, nan));
+      BlockOpsWorkspace ws(32);
+      launch_block_update_xr(n, k, m, dx.data(), dr.data(), dw.data(), dv.data(), dal.data(), drr.data(), ws, 0);
       const std::vector<double> x = dx.download(), rres = dr.download(), rr = drr.download();
       for (int c = 0; c < k; ++c) {
         long double norm = 0;
         for (int64_t i = 0; i < n; ++i) {
           long double xr = x0[i * k + c], rv = r0[i * k + c];
-          for (int l = 0; l < r; ++l) {
-            xr += static_cast<long double>(p[i * r + l]) * al[static_cast<size_t>(c) * r + l];
-            rv -= static_cast<long double>(q[i * r + l]) * al[static_cast<size_t>(c) * r + l];
+          for (int l = 0; l < m; ++l) {
+            xr += static_cast<long double>(w[i * m + l]) * al[static_cast<size_t>(c) * m + l];
+            rv -= static_cast<long double>(v[i * m + l]) * al[static_cast<size_t>(c) * m + l];
           }
-          ASSERT_NEAR(x[i * k + c], static_cast<double>(xr), 1e-13 * (r + 1));
-          ASSERT_NEAR(rres[i * k + c], static_cast<double>(rv), 1e-13 * (r + 1));
+          ASSERT_NEAR(x[i * k + c], static_cast<double>(xr), 1e-13 * (m + 1));
+          ASSERT_NEAR(rres[i * k + c], static_cast<double>(rv), 1e-13 * (m + 1));
           norm += static_cast<long double>(rres[i * k + c]) * rres[i * k + c];
         }
         ASSERT_NEAR(rr[c], static_cast<double>(norm), 1e-13 * static_cast<double>(norm) + 1e-300) << "norm " << c;
