@@ -27,20 +27,23 @@ void print_report(const SolveReport& r) {
   std::printf("solver      %s, precond %s, vector ops %s, backend %s%s\n", r.solver.c_str(), r.precond.c_str(),
               r.vector_ops.c_str(), r.backend.c_str(), s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
+  if (s.fallback_columns > 0)
+    std::printf("fallback    the block recurrence lost positive definiteness (rounding); %d column(s) finished by multi-cg\n",
+                s.fallback_columns);
   std::printf("\nphase                       ms\n");
   for (const auto& p : r.phases) std::printf("  %-20s %10.3f\n", p.name.c_str(), p.ms);
   if (!s.kernels.empty()) {
     double total = 0;
     for (const auto& k : s.kernels) total += k.total_ms;
-    std::printf("\nkernel           calls   total ms   %% solve    mean us     GB/s\n");
+    std::printf("\nkernel                 calls   total ms   %% solve    mean us     GB/s\n");
     for (const auto& k : s.kernels) {
       const double mean_us = k.calls ? 1e3 * k.total_ms / k.calls : 0;
       const double gbs = k.total_ms > 0 ? k.bytes_per_call * k.calls / (k.total_ms * 1e6) : 0;
       if (k.total_ms > 0)
-        std::printf("  %-13s %8lld %10.3f %8.1f%% %10.2f %8.1f\n", k.name.c_str(), static_cast<long long>(k.calls),
+        std::printf("  %-19s %8lld %10.3f %8.1f%% %10.2f %8.1f\n", k.name.c_str(), static_cast<long long>(k.calls),
                     k.total_ms, s.solve_ms > 0 ? 100.0 * k.total_ms / s.solve_ms : 0, mean_us, gbs);
       else
-        std::printf("  %-13s %8lld   (phase timing only)\n", k.name.c_str(), static_cast<long long>(k.calls));
+        std::printf("  %-19s %8lld   (phase timing only)\n", k.name.c_str(), static_cast<long long>(k.calls));
     }
     if (total > 0)
       std::printf("  timing overhead: ~%.3f ms of events (%.2f%% of the solve)\n", s.timing_overhead_ms,
@@ -72,7 +75,7 @@ std::string report_json(const SolveReport& r) {
       .kv("nnz", static_cast<long long>(r.nnz)).kv("nrhs", r.nrhs);
   j.kv("solver", r.solver).kv("precond", r.precond).kv("vector_ops", r.vector_ops).kv("backend", r.backend);
   j.kv("kernel", r.kernel).kv("kernel_reason", r.kernel_reason).kv("rtol", r.rtol).kv("atol", r.atol);
-  j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent);
+  j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent).kv("fallback_columns", s.fallback_columns);
   j.begin_array("phases");
   for (const auto& p : r.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
   j.end_array();

@@ -87,17 +87,22 @@ class AutoOperator final : public LinearOperator {
       small_csr_ = std::make_unique<DeviceCsr>(upload_csr(a, ignored));
       std::vector<int4> pieces;
       std::vector<int2> slots;
-      long_row_entries_ = persistent_cg_long_row_threshold(a.rows, a.nnz());
+      std::vector<int32_t> slot_of_row(static_cast<size_t>(a.rows), -1);
+      const PersistentCgPlan plan = persistent_cg_plan(a.row_ptr.data(), a.rows);
+      long_row_entries_ = plan.long_row_entries, lanes_per_row_ = plan.lanes_per_row;
       for (int32_t i = 0; i < a.rows; ++i) {
         if (a.row_length(i) <= long_row_entries_) continue;
         const int first = static_cast<int>(pieces.size());
+        slot_of_row[static_cast<size_t>(i)] = static_cast<int32_t>(slots.size());
         for (int32_t b = a.row_ptr[i]; b < a.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
           pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, a.row_ptr[i + 1]), static_cast<int>(slots.size())});
         slots.push_back({first, static_cast<int>(pieces.size()) - first});
       }
       long_pieces_ = DeviceArray<int4>(pieces, "CSR copy long-row pieces");
       long_slots_ = DeviceArray<int2>(slots, "CSR copy long rows");
-      info_.device_bytes += ignored.device_bytes + static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes());
+      if (!slots.empty()) long_slot_of_row_ = DeviceArray<int32_t>(slot_of_row, "CSR copy long-row slots");
+      info_.device_bytes += ignored.device_bytes + static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes() +
+                                                                        long_slot_of_row_.bytes());
     }
     if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
   }
@@ -107,8 +112,10 @@ class AutoOperator final : public LinearOperator {
     const DeviceCsr& c = *small_csr_;
     CsrView v{c.rows, c.cols, c.nnz, c.row_ptr.data(), c.col_idx.data(), c.values.data()};
     v.long_row_entries = long_row_entries_;
+    v.lanes_per_row = lanes_per_row_;
     v.long_pieces = long_pieces_.data(), v.long_piece_count = static_cast<int32_t>(long_pieces_.size());
     v.long_slots = long_slots_.data(), v.long_slot_count = static_cast<int32_t>(long_slots_.size());
+    v.long_slot_of_row = long_slot_of_row_.data();
     return v;
   }
   std::string chosen(int k) const { return (k > 1 && spmm_ ? spmm_ : spmv_)->name(); }
@@ -178,7 +185,8 @@ class AutoOperator final : public LinearOperator {
   std::unique_ptr<DeviceCsr> small_csr_;
   DeviceArray<int4> long_pieces_;
   DeviceArray<int2> long_slots_;
-  int32_t long_row_entries_ = 0;
+  DeviceArray<int32_t> long_slot_of_row_;
+  int32_t long_row_entries_ = 0, lanes_per_row_ = 0;
   int expected_k_ = 1;
   bool latency_bound_ = false;
 };

@@ -13,21 +13,31 @@ struct PersistentCgProblem {
   const double* dinv = nullptr;  // Jacobi: inverse diagonal, or null
   const double* b = nullptr;
   double* x = nullptr;
-  double* r = nullptr;
-  double* p[2] = {nullptr, nullptr};  // directions, double-buffered: p_new is formed while p_old is gathered
-  double* partials = nullptr;    // 3 * persistent_cg_blocks(a) + a.long_piece_count doubles
-  CgScalars* state = nullptr;    // tol2, max_iterations, history in; iteration, rr, rz, beta, status, done out
+  // r, p and q = A p, double-buffered by iteration parity: iteration i gathers i-1's while it writes its own
+  double* r[2] = {nullptr, nullptr};
+  double* p[2] = {nullptr, nullptr};
+  double* q[2] = {nullptr, nullptr};
+  double* partials = nullptr;    // persistent_cg_partials(a, jacobi) doubles
+  unsigned int* barrier = nullptr;  // grid barrier counter (zeroed by the launcher before each launch)
+  CgScalars* state = nullptr;    // tol2, max_iterations, history in; iteration, rr, rz, alpha, beta, status, done out
 };
 
-// Rows longer than this (16 trips of the row's lane group, at least 64 entries) are left to whole warps, in
-// pieces of kPersistentCgPieceEntries: the owner of CsrView::long_pieces builds them with these numbers.
-int32_t persistent_cg_long_row_threshold(int32_t rows, int64_t nnz);
+// Setup-time choices from the host CSR row pointer (rows + 1 entries), for CsrView::lanes_per_row and
+// long_row_entries: rows longer than long_row_entries are left to whole warps, in pieces of
+// kPersistentCgPieceEntries (the owner of CsrView::long_pieces builds them with these numbers).
+struct PersistentCgPlan {
+  int32_t lanes_per_row = 1;
+  int32_t long_row_entries = 0;
+};
+PersistentCgPlan persistent_cg_plan(const int32_t* row_ptr, int32_t rows);
 constexpr int32_t kPersistentCgPieceEntries = 128;
 
 // Whether the persistent path applies (small enough, device supports cooperative launch).
 bool persistent_cg_suits(const CsrView& a, bool jacobi);
-// Grid size of the launch (the partial sums need 3 per block).
+// Grid size of the launch.
 int persistent_cg_blocks(const CsrView& a, bool jacobi);
+// Doubles of PersistentCgProblem::partials (per-block sums and long-row piece sums, both double-buffered).
+int64_t persistent_cg_partials(const CsrView& a, bool jacobi);
 // start: r = b - A x and the first residual first. Then at most `iterations` CG iterations; the state says where
 // it stopped (status != running: converged, breakdown, non-finite, max iterations).
 void launch_persistent_cg(const PersistentCgProblem& problem, bool start, int iterations, cudaStream_t stream);

@@ -38,6 +38,16 @@ void KernelTimer::count(const char* name, double bytes, int64_t calls) {
   it->second.bytes_per_call = bytes;
 }
 
+void KernelTimer::add(const std::string& name, const KernelStat& stat) {
+  auto it = stats_.find(name);
+  if (it == stats_.end()) {
+    order_.push_back(name);
+    it = stats_.emplace(name, KernelStat{name, 0, 0, stat.bytes_per_call}).first;
+  }
+  it->second.calls += stat.calls;
+  it->second.total_ms += stat.total_ms;
+}
+
 void KernelTimer::collect() {
   if (pending_.empty()) return;
   CHECK_CUDA(cudaEventSynchronize(pending_.back().b));

@@ -41,6 +41,8 @@ class KernelTimer {
   }
   // Counts a call that ran without events (inside a CUDA graph, or timing off).
   void count(const char* name, double bytes, int64_t calls = 1);
+  // Folds in a finished stat under `name` (e.g. the kernels of a nested solve).
+  void add(const std::string& name, const KernelStat& stat);
   void collect();  // synchronises, folds pending event pairs into the stats, recycles events
   std::vector<KernelStat> stats() const;
   bool enabled() const { return enabled_; }

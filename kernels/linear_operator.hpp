@@ -50,10 +50,12 @@ struct CsrView {
   // most long_row_entries entries: long_pieces[i] = {row, begin, end, slot}, long_slots[s] = {first piece,
   // pieces}. A dense row otherwise serialises one group of lanes for thousands of entries.
   int32_t long_row_entries = 0;
+  int32_t lanes_per_row = 0;  // the persistent CG's row-group width chosen at setup (0: from the mean row length)
   const int4* long_pieces = nullptr;
   int32_t long_piece_count = 0;
   const int2* long_slots = nullptr;
   int32_t long_slot_count = 0;
+  const int32_t* long_slot_of_row = nullptr;  // rows entries: the row's slot, or -1 for a short row
   explicit operator bool() const { return row_ptr != nullptr; }
 };
 

@@ -17,6 +17,7 @@ struct CgScalars {
   double rr = 0;      // r . r  (stopping test uses the unpreconditioned residual)
   double pq = 0;      // p . A p
   double beta = 0;
+  double alpha = 0;   // persistent CG: the step of the last checked iterate, carried into the next launch
   double tol2 = 0;    // stop when rr <= tol2
   int iteration = 0;
   int max_iterations = 0;

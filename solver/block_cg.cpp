@@ -322,6 +322,35 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   auto fail_active = [&](ColumnStatus st, int it) {
     for (int j : active_columns()) mon.finish(j, st, it);
   };
+  // The running columns go on as independent CG recurrences (multi-cg) from the current X; their statuses and
+  // iteration counts (it + multi-cg's) come from that solve.
+  auto finish_with_multi_cg = [&](int it) {
+    const std::vector<int> cols = active_columns();
+    const int a = static_cast<int>(cols.size());
+    DeviceBlock Bs(n, a, "block-cg fallback B"), Xs(n, a, "block-cg fallback X");
+    auto copy_column = [&](double* dst, int dst_cols, int dst_col, const double* src, int src_cols, int src_col) {
+      CHECK_CUDA(cudaMemcpy2DAsync(dst + dst_col, dst_cols * sizeof(double), src + src_col, src_cols * sizeof(double),
+                                   sizeof(double), static_cast<size_t>(n), cudaMemcpyDeviceToDevice, s));
+    };
+    for (int c = 0; c < a; ++c) {
+      copy_column(Bs.data(), a, c, B.data(), k, cols[c]);
+      copy_column(Xs.data(), a, c, X.data(), k, cols[c]);
+    }
+    SolveOptions so = o;
+    so.stop.max_iterations = std::max(0, o.stop.max_iterations - it);
+    so.keep_history = false;
+    const SolveResult sub = solve_multi_cg(A, dinv, Bs, Xs, so, s);
+    for (int c = 0; c < a; ++c) copy_column(X.data(), k, cols[c], Xs.data(), a, c);
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    for (int c = 0; c < a; ++c) {
+      const ColumnResult& cr = sub.columns[c];
+      mon.observe(cols[c], it + cr.iterations, cr.recursive_residual);
+      mon.finish(cols[c], cr.status, it + cr.iterations);
+    }
+    res.operator_applies += sub.operator_applies, res.operator_columns += sub.operator_columns;
+    for (const KernelStat& ks : sub.kernels) timer.add("fallback-" + ks.name, ks);
+    res.fallback_columns = a;
+  };
   auto gram_bytes = [&](const GramInputs& g) {
     return 8.0 * n * (g.a1 + g.a2 + g.b1 + g.b2 + (g.u2_row_scale ? 1 : 0));
   };
@@ -376,8 +405,8 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     if (!orthonormalize(act)) fail_active(ColumnStatus::non_finite, 0);
   }
   while (!mon.all_done()) {
-    if (r == 0) {  // every remaining direction was dependent: nothing left to search
-      fail_active(ColumnStatus::breakdown, it);
+    if (r == 0) {  // every remaining direction was dependent, yet columns run: the recurrence lost them
+      finish_with_multi_cg(it);
       break;
     }
     timer.run("spmm", A.bytes_per_apply(m), [&] { A.apply(1.0, W, 0.0, V.data(), m, s); });  // V = A W
@@ -390,10 +419,11 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     for (int i = 0; i < r; ++i)
       for (int j = 0; j < i; ++j) PtQ(i, j) = PtQ(j, i) = 0.5 * (PtQ(i, j) + PtQ(j, i));
     Small alpha = tmatmul(T, sub(G, 0, m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
-    if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace
+    if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace, or rounding
       bool finite = true;
       for (double v : PtQ.a) finite &= std::isfinite(v);
-      fail_active(finite ? ColumnStatus::breakdown : ColumnStatus::non_finite, it);
+      if (finite) finish_with_multi_cg(it);
+      else fail_active(ColumnStatus::non_finite, it);
       break;
     }
     for (int j = 0; j < k; ++j)

@@ -38,15 +38,14 @@ void take_history(const std::vector<double>& h, int iterations, Monitor& mon, in
 void cg_persistent(const CsrView& view, const double* dinv, const double* b, double* x, const SolveOptions& o,
                    cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = view.rows;
-  const int blocks = persistent_cg_blocks(view, dinv != nullptr);
-  // One allocation for everything (r, p x2, partial sums, piece sums, state, history): at this size each
-  // cudaMalloc/cudaFree pair costs about as much as a CG iteration.
+  // One allocation for everything (r, p, q x2, partial sums, piece sums, barrier counter, state, history): at
+  // this size each cudaMalloc/cudaFree pair costs about as much as a CG iteration.
   constexpr int64_t state_slots = (sizeof(CgScalars) + sizeof(double) - 1) / sizeof(double);
   const int64_t history_slots = o.keep_history ? o.stop.max_iterations + 1 : 0;
-  const int64_t vectors = 3 * n + 3 * blocks + view.long_piece_count;
-  DeviceArray<double> work(vectors + state_slots + history_slots, "persistent CG workspace");
-  CgScalars* state = reinterpret_cast<CgScalars*>(work.data() + vectors);
-  double* history = history_slots ? work.data() + vectors + state_slots : nullptr;
+  const int64_t vectors = 6 * n + persistent_cg_partials(view, dinv != nullptr);
+  DeviceArray<double> work(vectors + 1 + state_slots + history_slots, "persistent CG workspace");
+  CgScalars* state = reinterpret_cast<CgScalars*>(work.data() + vectors + 1);
+  double* history = history_slots ? work.data() + vectors + 1 + state_slots : nullptr;
   CgScalars hsc{};
   hsc.tol2 = mon.tolerance(column) * mon.tolerance(column);
   hsc.max_iterations = o.stop.max_iterations;
@@ -55,8 +54,9 @@ void cg_persistent(const CsrView& view, const double* dinv, const double* b, dou
   CHECK_CUDA(cudaMemcpyAsync(state, &hsc, sizeof hsc, cudaMemcpyHostToDevice, s));
   PersistentCgProblem P;
   P.a = view, P.dinv = dinv, P.b = b, P.x = x;
-  P.r = work.data(), P.p[0] = work.data() + n, P.p[1] = work.data() + 2 * n;
-  P.partials = work.data() + 3 * n;
+  for (int i = 0; i < 2; ++i) P.r[i] = work.data() + i * n, P.p[i] = work.data() + (2 + i) * n, P.q[i] = work.data() + (4 + i) * n;
+  P.partials = work.data() + 6 * n;
+  P.barrier = reinterpret_cast<unsigned int*>(work.data() + vectors);
   P.state = state;
   const int batch = std::max(1, o.monitor_every > 0 ? o.monitor_every : o.stop.max_iterations);
   const double iteration_bytes = 12.0 * view.nnz + (dinv ? 96.0 : 80.0) * n;

@@ -45,6 +45,7 @@ struct SolveResult {
   int64_t operator_columns = 0;   // sum of the block widths of those calls
   bool used_graph = false;
   bool used_persistent = false;     // CG ran as one cooperative kernel (small system)
+  int fallback_columns = 0;         // block-cg: columns finished by multi-cg after the block recurrence broke down
   std::vector<std::vector<std::pair<int, double>>> history;
   bool all_converged() const;
 };

@@ -60,6 +60,13 @@ DenseBlock random_block(int32_t n, int k, uint64_t seed) {
   return b;
 }
 
+// Allowed difference from Eigen's iteration count. CG stops within n iterations in exact arithmetic; a run past
+// n (bcsstk01: n = 48, ~145 iterations) is steered by rounding alone, so two correct summation orders can land
+// further apart there.
+int iteration_slack(int eigen_iterations, int32_t n) {
+  return eigen_iterations <= n ? std::max(2, eigen_iterations / 50) : std::max(3, eigen_iterations / 10);
+}
+
 void expect_matches_eigen(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, const SolveResult& r,
                           double rtol, bool check_iterations, const std::string& what) {
   const HostSolveResult e = eigen_cg(a, b, rtol, 20000, "none");
@@ -70,7 +77,7 @@ void expect_matches_eigen(const CsrMatrix& a, const DenseBlock& b, const DenseBl
     EXPECT_LT(rel[j], 20 * rtol) << what << " col " << j;  // true residual near the recursive one
     if (check_iterations) {
       const int ours = r.columns[j].iterations, theirs = e.iterations[j];
-      EXPECT_LE(std::abs(ours - theirs), std::max(2, theirs / 50)) << what << " col " << j << ": " << ours << " vs Eigen " << theirs;
+      EXPECT_LE(std::abs(ours - theirs), iteration_slack(theirs, a.rows)) << what << " col " << j << ": " << ours << " vs Eigen " << theirs;
     }
   }
 }
@@ -141,7 +148,8 @@ TEST_F(GpuSolver, PersistentCgMatchesGraphPathAndResumesAcrossLaunches) {
       EXPECT_EQ(one.result.columns[0].status, ColumnStatus::converged) << what;
       EXPECT_LT(relative_residuals(a, one.x, b)[0], 20 * 1e-9) << what;
       const HostSolveResult e = eigen_cg(a, b, 1e-9, 20000, jacobi ? "jacobi" : "none");
-      EXPECT_LE(std::abs(one.result.columns[0].iterations - e.iterations[0]), std::max(2, e.iterations[0] / 50)) << what;
+      EXPECT_LE(std::abs(one.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows))
+          << what << ": " << one.result.columns[0].iterations << " vs Eigen " << e.iterations[0];
       // history: one entry per iteration plus the start, starting at ||b|| (x0 = 0)
       ASSERT_EQ(one.result.history[0].size(), static_cast<size_t>(one.result.columns[0].iterations + 1)) << what;
       EXPECT_NEAR(one.result.history[0][0].second, one.result.columns[0].b_norm, 1e-12 * one.result.columns[0].b_norm);
@@ -167,7 +175,7 @@ TEST_F(GpuSolver, JacobiPreconditionedCg) {
   const auto r = run("cg", a, b, options(1e-10), "auto", nullptr, true);
   const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, "jacobi");
   EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
-  EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), std::max(2, e.iterations[0] / 50));
+  EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows));
   EXPECT_LT(relative_residuals(a, r.x, b)[0], 1e-8);
 }
 
@@ -295,6 +303,24 @@ TEST_F(GpuSolver, BlockCgWideBlocksAndJacobiMatchEigen) {
       EXPECT_TRUE(st == ColumnStatus::converged || st == ColumnStatus::deflated) << "k=" << k << " col " << j << " " << to_string(st);
       EXPECT_LT(rel[j], 20 * 1e-8) << "k=" << k << " col " << j;
     }
+  }
+}
+
+TEST_F(GpuSolver, BlockCgFinishesWithMultiCgWhenTheBlockRecurrenceBreaksDown) {
+  // nos6 (kappa ~ 1e7) with Jacobi and 8 right-hand sides: P'AP of the block recurrence stops being
+  // numerically SPD after ~20 iterations although A is SPD. The running columns must still converge (by
+  // multi-cg from the current X), and the result must say how many went that way.
+  const CsrMatrix a = read_matrix_market(spcg::test::input("nos6.mtx")).matrix;
+  const DenseBlock b = random_block(a.rows, 8, 41);
+  const auto r = run("block-cg", a, b, options(1e-8), "auto", nullptr, true);
+  const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, "jacobi");
+  const std::vector<double> rel = relative_residuals(a, r.x, b);
+  EXPECT_GT(r.result.fallback_columns, 0) << "no breakdown on nos6 any more: plant another for this test";
+  for (int j = 0; j < b.cols; ++j) {
+    EXPECT_EQ(r.result.columns[j].status, ColumnStatus::converged) << "col " << j << " " << to_string(r.result.columns[j].status);
+    EXPECT_LT(rel[j], 20 * 1e-8) << "col " << j;
+    // the restart costs iterations, but not unboundedly (x itself is only defined to kappa * rtol ~ 0.1 here)
+    EXPECT_LE(r.result.columns[j].iterations, 3 * e.iterations[j]) << "col " << j;
   }
 }
 
