@@ -11,8 +11,10 @@
 #include <map>
 #include <sstream>
 
+#include "bench_probes.hpp"
 #include "commands.hpp"
 #include "cuda_check.hpp"
+#include "device_formats.hpp"
 #include "eigen_bridge.hpp"
 #include "error.hpp"
 #include "formats.hpp"
@@ -211,6 +213,25 @@ void bench_matrix(const std::string& spec, const std::vector<std::string>& kerne
       }
       rows.push_back(r);
     }
+  }
+  if (ks.size() == 1 && ks[0] == 1 && a.nnz() > 0) {  // SpMV: the gather floor of these columns, same run
+    Row r;
+    r.matrix = p.name, r.kernel = "gather-floor", r.k = 1, r.rows = a.rows, r.nnz = a.nnz(), r.latency_bound = small;
+    r.status = "probe";
+    r.note = "not a kernel: val * x[col] in storage order, no row work: a floor for kernels streaming this CSR";
+    SetupInfo ignored;
+    const DeviceCsr c = upload_csr(a, ignored);
+    DeviceArray<double> partials(gather_floor_partials(a.nnz()), "gather-floor partials");
+    auto launch = [&] { launch_gather_floor(a.nnz(), c.values.data(), c.col_idx.data(), X.data(), partials.data(), 0); };
+    for (int w = 0; w < 5; ++w) launch();
+    std::vector<double> ms;
+    for (int i = 0; i < runs; ++i) ms.push_back(time_on_stream_ms(0, launch));
+    r.apply_ms = median(ms);
+    r.csr_gbs = r.own_gbs = csr_bytes_model(a.rows, a.nnz(), 1) / (r.apply_ms * 1e6);
+    r.gflops = 2.0 * a.nnz() / (r.apply_ms * 1e6);
+    r.copy_fraction = r.csr_gbs / copy_gbs;
+    r.per_rhs_ms = r.apply_ms;
+    rows.push_back(r);
   }
   for (auto& r : rows) {
     if (best_cusparse.count(r.k)) r.vs_cusparse = best_cusparse[r.k] / r.apply_ms;
