@@ -178,54 +178,91 @@ void bench_matrix(const std::string& spec, const std::vector<std::string>& kerne
   std::map<int, std::vector<double>> reference;
   std::map<int, double> best_cusparse, best_spmv_per_rhs;
   std::vector<Row> rows;
-  for (const auto& name : kernels) {
-    std::unique_ptr<LinearOperator> op;
+  struct Candidate {
     Row base;
-    base.matrix = p.name, base.kernel = name, base.rows = a.rows, base.nnz = a.nnz(), base.latency_bound = small;
+    std::unique_ptr<LinearOperator> op;
+  };
+  auto create = [&](const std::string& name) {
+    Candidate c;
+    c.base.matrix = p.name, c.base.kernel = name, c.base.rows = a.rows, c.base.nnz = a.nnz(), c.base.latency_bound = small;
     const auto t0 = std::chrono::steady_clock::now();
     try {
       OperatorOptions oo;
       oo.expected_k = kmax > 1 ? ks.back() : 1;
-      op = make_operator(name, a, oo);
+      c.op = make_operator(name, a, oo);
       CHECK_CUDA(cudaDeviceSynchronize());
     } catch (const FormatRefused& e) {
-      base.status = "refused";
-      base.note = e.what();
+      c.base.status = "refused";
+      c.base.note = e.what();
       std::printf("%-14s  refused: %s\n", name.c_str(), e.what());
-      out.push_back(base);
-      continue;
+      out.push_back(c.base);
+      return c;
     }
-    base.setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (name == "auto") base.note = op->setup_info().reason;
+    c.base.setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (name == "auto") c.base.note = c.op->setup_info().reason;
+    return c;
+  };
+  // One timed row: warm-up, the cross-check against the first kernel's output, then the median time.
+  auto measure = [&](const Candidate& c, int k, const DeviceBlock& Xk, DeviceBlock& Yk, double apply_ms) {
+    Row r = c.base;
+    r.k = k;
+    r.status = "ok";
+    r.apply_ms = apply_ms;
+    c.op->apply(1.0, Xk, 0.0, Yk);
+    std::vector<double> y = Yk.values.download();
+    auto& ref = reference[k];
+    if (ref.empty()) ref = y;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < y.size(); ++i) num = std::max(num, std::abs(y[i] - ref[i])), den = std::max(den, std::abs(ref[i]));
+    r.max_rel_diff = den > 0 ? num / den : num;
+    const double csr_bytes = csr_bytes_model(a.rows, a.nnz(), k);
+    r.csr_gbs = csr_bytes / (r.apply_ms * 1e6);
+    r.own_gbs = c.op->bytes_per_apply(k) / (r.apply_ms * 1e6);
+    r.gflops = 2.0 * a.nnz() * k / (r.apply_ms * 1e6);
+    r.copy_fraction = r.csr_gbs / copy_gbs;
+    r.per_rhs_ms = r.apply_ms / k;
+    if (r.kernel.rfind("cusparse", 0) == 0) {
+      auto& b = best_cusparse[k];
+      b = b == 0 ? r.apply_ms : std::min(b, r.apply_ms);
+    }
+    if (find_kernel(r.kernel) && find_kernel(r.kernel)->family == KernelFamily::spmv && k == 1) {
+      auto& b = best_spmv_per_rhs[1];
+      b = b == 0 ? r.apply_ms : std::min(b, r.apply_ms);
+    }
+    rows.push_back(r);
+  };
+  auto block_for = [&](int k) {
+    DeviceBlock Xk(a.cols, k);
+    CHECK_CUDA(cudaMemcpy2D(Xk.data(), k * 8, X.data(), kmax * 8, k * 8, a.cols, cudaMemcpyDeviceToDevice));
+    return Xk;
+  };
+  if (!small) {  // one operator at a time (large formats), each timed on its own
+    for (const auto& name : kernels) {
+      const Candidate c = create(name);
+      if (!c.op) continue;
+      for (int k : ks) {
+        const DeviceBlock Xk = block_for(k);
+        DeviceBlock Yk(a.rows, k);
+        for (int w = 0; w < 5; ++w) c.op->apply(1.0, Xk, 0.0, Yk);
+        measure(c, k, Xk, Yk, median_apply_ms(runs, false, [&] { c.op->apply(1.0, Xk, 0.0, Yk); }));
+      }
+    }
+  } else {  // latency-bound: every operator built first, then timed in turns, run by run, so drift hits all alike
+    std::vector<Candidate> cands;
+    for (const auto& name : kernels) {
+      Candidate c = create(name);
+      if (c.op) cands.push_back(std::move(c));
+    }
     for (int k : ks) {
-      Row r = base;
-      r.k = k;
-      r.status = "ok";
-      DeviceBlock Xk(a.cols, k), Yk(a.rows, k);
-      CHECK_CUDA(cudaMemcpy2D(Xk.data(), k * 8, X.data(), kmax * 8, k * 8, a.cols, cudaMemcpyDeviceToDevice));
-      for (int w = 0; w < 5; ++w) op->apply(1.0, Xk, 0.0, Yk);
-      r.apply_ms = median_apply_ms(runs, small, [&] { op->apply(1.0, Xk, 0.0, Yk); });
-      std::vector<double> y = Yk.values.download();
-      auto& ref = reference[k];
-      if (ref.empty()) ref = y;
-      double num = 0, den = 0;
-      for (size_t i = 0; i < y.size(); ++i) num = std::max(num, std::abs(y[i] - ref[i])), den = std::max(den, std::abs(ref[i]));
-      r.max_rel_diff = den > 0 ? num / den : num;
-      const double csr_bytes = csr_bytes_model(a.rows, a.nnz(), k);
-      r.csr_gbs = csr_bytes / (r.apply_ms * 1e6);
-      r.own_gbs = op->bytes_per_apply(k) / (r.apply_ms * 1e6);
-      r.gflops = 2.0 * a.nnz() * k / (r.apply_ms * 1e6);
-      r.copy_fraction = r.csr_gbs / copy_gbs;
-      r.per_rhs_ms = r.apply_ms / k;
-      if (name.rfind("cusparse", 0) == 0) {
-        auto& b = best_cusparse[k];
-        b = b == 0 ? r.apply_ms : std::min(b, r.apply_ms);
-      }
-      if (find_kernel(name) && find_kernel(name)->family == KernelFamily::spmv && k == 1) {
-        auto& b = best_spmv_per_rhs[1];
-        b = b == 0 ? r.apply_ms : std::min(b, r.apply_ms);
-      }
-      rows.push_back(r);
+      const DeviceBlock Xk = block_for(k);
+      DeviceBlock Yk(a.rows, k);
+      for (const auto& c : cands)
+        for (int w = 0; w < 5; ++w) c.op->apply(1.0, Xk, 0.0, Yk);
+      std::vector<std::vector<double>> ms(cands.size());
+      for (int r = 0; r < runs; ++r)
+        for (size_t i = 0; i < cands.size(); ++i)
+          ms[i].push_back(median_apply_ms(1, true, [&] { cands[i].op->apply(1.0, Xk, 0.0, Yk); }));
+      for (size_t i = 0; i < cands.size(); ++i) measure(cands[i], k, Xk, Yk, median(ms[i]));
     }
   }
   if (ks.size() == 1 && ks[0] == 1 && a.nnz() > 0) {  // SpMV: the gather floor of these columns, same run
