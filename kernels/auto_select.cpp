@@ -90,9 +90,9 @@ class AutoOperator final : public LinearOperator {
       std::vector<int2> slots;
       std::vector<int32_t> slot_of_row(static_cast<size_t>(a.rows), -1);
       const PersistentCgPlan plan = persistent_cg_plan(a.row_ptr.data(), a.rows);
-      long_row_entries_ = plan.long_row_entries, lanes_per_row_ = plan.lanes_per_row;
+      lanes_per_row_ = plan.lanes_per_row;
       for (int32_t i = 0; i < a.rows; ++i) {
-        if (a.row_length(i) <= long_row_entries_) continue;
+        if (a.row_length(i) <= plan.long_row_entries) continue;
         const int first = static_cast<int>(pieces.size());
         slot_of_row[static_cast<size_t>(i)] = static_cast<int32_t>(slots.size());
         for (int32_t b = a.row_ptr[i]; b < a.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
@@ -112,7 +112,6 @@ class AutoOperator final : public LinearOperator {
     if (!small_csr_) return {};
     const DeviceCsr& c = *small_csr_;
     CsrView v{c.rows, c.cols, c.nnz, c.row_ptr.data(), c.col_idx.data(), c.values.data()};
-    v.long_row_entries = long_row_entries_;
     v.lanes_per_row = lanes_per_row_;
     v.long_pieces = long_pieces_.data(), v.long_piece_count = static_cast<int32_t>(long_pieces_.size());
     v.long_slots = long_slots_.data(), v.long_slot_count = static_cast<int32_t>(long_slots_.size());
@@ -195,7 +194,7 @@ class AutoOperator final : public LinearOperator {
   DeviceArray<int4> long_pieces_;
   DeviceArray<int2> long_slots_;
   DeviceArray<int32_t> long_slot_of_row_;
-  int32_t long_row_entries_ = 0, lanes_per_row_ = 0;
+  int32_t lanes_per_row_ = 0;
   int expected_k_ = 1;
   bool latency_bound_ = false;
 };

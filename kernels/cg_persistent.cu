@@ -12,7 +12,7 @@
 // alpha and the stopping test uses the exact r.r. (Chronopoulos & Gear's variant, also one reduction, was
 // measured: 10-25% more iterations on bcsstk03/06/08, see docs/perf-notes.md.) r, p and q are
 // double-buffered by iteration parity (the gathers read i-1 while the owners write i), and so are the partials.
-// Rows longer than the view's long_row_entries skip the group walk; their pieces go to whole warps, which
+// Long rows (the view's long_slot_of_row >= 0) skip the group walk; their pieces go to whole warps, which
 // leave piece sums; after the barrier every block adds the pieces of each long row into shared memory, where
 // the owner and every gather of the next iteration take that row's q from (it is not read from memory).
 // The grid barrier is one release-add per block on a counter and an acquire spin, the counter zeroed before

@@ -22,9 +22,9 @@ struct PersistentCgProblem {
   CgScalars* state = nullptr;    // tol2, max_iterations, history in; iteration, rr, rz, alpha, beta, status, done out
 };
 
-// Setup-time choices from the host CSR row pointer (rows + 1 entries), for CsrView::lanes_per_row and
-// long_row_entries: rows longer than long_row_entries are left to whole warps, in pieces of
-// kPersistentCgPieceEntries (the owner of CsrView::long_pieces builds them with these numbers).
+// Setup-time choices from the host CSR row pointer (rows + 1 entries): CsrView::lanes_per_row, and
+// long_row_entries: rows longer than this are left to whole warps, in pieces of kPersistentCgPieceEntries (the
+// owner of CsrView::long_pieces builds them with these numbers).
 struct PersistentCgPlan {
   int32_t lanes_per_row = 1;
   int32_t long_row_entries = 0;

@@ -46,10 +46,9 @@ struct CsrView {
   const int32_t* row_ptr = nullptr;
   const int32_t* col = nullptr;
   const double* val = nullptr;
-  // Rows longer than long_row_entries (0: none) are left to a second pass that splits each into pieces of at
-  // most long_row_entries entries: long_pieces[i] = {row, begin, end, slot}, long_slots[s] = {first piece,
-  // pieces}. A dense row otherwise serialises one group of lanes for thousands of entries.
-  int32_t long_row_entries = 0;
+  // Long rows (chosen at setup, persistent_cg_plan) are left to a second pass that splits each into pieces:
+  // long_pieces[i] = {row, begin, end, slot}, long_slots[s] = {first piece, pieces}. A dense row otherwise
+  // serialises one group of lanes for thousands of entries.
   int32_t lanes_per_row = 0;  // the persistent CG's row-group width chosen at setup (0: from the mean row length)
   const int4* long_pieces = nullptr;
   int32_t long_piece_count = 0;
