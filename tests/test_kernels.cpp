@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "bench_probes.hpp"
 #include "block_ops.hpp"
 #include "eigen_bridge.hpp"
 #include "formats.hpp"
@@ -177,6 +178,32 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
     for (double v : hy) want += 0.5 * v;
     EXPECT_NEAR(dot, want, 1e-12 * std::abs(want) + 1e-12) << name;
     EXPECT_EQ(counter.download()[0], 0u) << name;
+  }
+}
+
+// The benchmark's gather-floor probe must make every gather it claims: its partial sums add up to
+// sum_k val[k] * x[col[k]] (host, long double), with the partials NaN-poisoned first.
+TEST(BenchProbes, GatherFloorSumsEveryNonzero) {
+  SPCG_REQUIRE_GPU();
+  for (const auto& a : {powerlaw_spd(5000, 3), poisson3d_7pt(9), CsrMatrix{}}) {
+    SplitMix64 rng(17);
+    std::vector<double> hx(static_cast<size_t>(a.cols));
+    for (double& v : hx) v = 2 * rng.uniform() - 1;
+    DeviceArray<double> x(hx), val(a.values);
+    DeviceArray<int32_t> col(a.col_idx);
+    const int64_t count = a.nnz() > 0 ? gather_floor_partials(a.nnz()) : 0;
+    DeviceArray<double> partials(std::vector<double>(static_cast<size_t>(count), std::numeric_limits<double>::quiet_NaN()));
+    launch_gather_floor(a.nnz(), val.data(), col.data(), x.data(), partials.data(), 0);
+    long double want = 0, scale = 0;
+    for (int64_t k = 0; k < a.nnz(); ++k) {
+      want += static_cast<long double>(a.values[k]) * hx[a.col_idx[k]];
+      scale += std::abs(static_cast<long double>(a.values[k]) * hx[a.col_idx[k]]);
+    }
+    long double got = 0;
+    for (double v : partials.download()) got += v;
+    EXPECT_NEAR(static_cast<double>(got), static_cast<double>(want),
+                static_cast<double>(scale) * 4 * std::numeric_limits<double>::epsilon() * std::sqrt(double(a.nnz()) + 1))
+        << a.rows << " rows";
   }
 }
 
