@@ -80,6 +80,11 @@ __device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
 // Launch helpers (launch_utils.cu).
 int device_sm_count();
 // Blocks for a grid-stride kernel: enough to fill the device, never more than the work needs.
-int grid_stride_blocks(int64_t work_items, int threads_per_block, int blocks_per_sm = 16);
+// Keep threads_per_block * blocks_per_sm <= 2048 (and within the kernel's register budget): blocks beyond what
+// is resident at once run as a second wave that sweeps the whole matrix again, and whatever the first wave
+// left in L2 (the gathered vector, the X block) is read from DRAM a second time.
+int grid_stride_blocks(int64_t work_items, int threads_per_block, int blocks_per_sm = 8);
+// How many blocks of `kernel` are resident on the whole device at once (occupancy API, cached per kernel).
+int resident_blocks(const void* kernel, int threads_per_block, size_t dynamic_smem = 0);
 
 }  // namespace spcg

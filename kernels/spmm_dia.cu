@@ -2,10 +2,13 @@
 // Work mapping: a thread owns one row and a pair of adjacent columns (16-byte X loads and Y stores); the
 // ceil(K/2) threads of a row are consecutive, so for each diagonal a warp reads whole consecutive rows of the
 // row-major X (contiguous, coalesced, no column indices at all) and the diagonal value is one broadcast load.
-// Grid stride over steps of rows, so the whole GPU sweeps X and the stripes together. Measured on H200
-// (7-pt 128^3, k = 16): one contiguous row range per block was 1.4x slower, and register blocking over 4 rows
-// (each X row of a run of consecutive offsets loaded once for several rows) was 1.8x slower (fewer threads,
-// more registers); both were dropped. Moves 8 B per stored slot plus 16 n K for X and Y.
+// Grid stride over steps of rows with only as many blocks as are resident at once, so the GPU sweeps X and the
+// stripes together in one wave and the X rows shared by the diagonals (+-nx*ny apart) are still in L2 when the
+// last diagonal reaches them; the loads of a batch of diagonals are issued before their multiply-adds.
+// Measured (docs/perf-notes.md): one contiguous row range per block was 1.4x slower, register blocking over
+// 4 rows 1.8x slower, and shared-memory windows of X rows per cluster of nearby diagonals (cp.async ring,
+// spmm-dia-window) no faster at k = 16 and 1.6x slower on 27-point; all dropped. Moves 8 B per stored slot plus
+// 16 n K for X and Y.
 // DIA: Bell & Garland, SC 2009; row-major panels with coalesced X rows as in GE-SpMM (Huang et al., SC 2020).
 #include <algorithm>
 
@@ -17,13 +20,14 @@ namespace {
 
 struct SpmmDiaTuning {
   static constexpr int threads = 256;
-  static constexpr int blocks_per_sm = 16;
+  static constexpr int batch = 4;    // diagonals whose loads are in flight together
+  static constexpr int min_blocks_per_sm = 5;  // register cap 48: a batch without spills (ptxas capped at 40 and spilled)
   static constexpr int max_diagonals = 256;
   static constexpr double max_fill = 1.5;    // stored slots over nonzeros, as dia
 };
 
 template <bool Vec2>
-__global__ void __launch_bounds__(SpmmDiaTuning::threads)
+__global__ void __launch_bounds__(SpmmDiaTuning::threads, SpmmDiaTuning::min_blocks_per_sm)
     spmm_dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, int min_offset, int max_offset,
                     const double* __restrict__ val, const double* __restrict__ X, int ld, int K, double alpha,
                     double beta, double* __restrict__ Y) {
@@ -51,8 +55,24 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads)
       }
     };
     if (row >= interior_begin && row < interior_end) {
-#pragma unroll 4
-      for (int d = 0; d < diagonals; ++d) add(d, row + s_off[d]);
+      int d = 0;
+      if (Vec2 && two) {
+        // All loads of a batch of diagonals first, then the multiply-adds: the batch's L1/L2 round trips
+        // overlap instead of following one another.
+        constexpr int U = SpmmDiaTuning::batch;
+        for (; d + U <= diagonals; d += U) {
+          double w[U];
+          double2 xv[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            w[u] = dev::load_stream(val + int64_t{d + u} * rows + row);
+            xv[u] = __ldg(reinterpret_cast<const double2*>(X + (row + s_off[d + u]) * ld + c0));
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u) a0 = fma(w[u], xv[u].x, a0), a1 = fma(w[u], xv[u].y, a1);
+        }
+      }
+      for (; d < diagonals; ++d) add(d, row + s_off[d]);
     } else {
       for (int d = 0; d < diagonals; ++d) {
         const int64_t j = row + s_off[d];
@@ -85,10 +105,14 @@ class SpmmDia final : public SpmmOperator {
  protected:
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
     const int pairs = (K + 1) / 2, rows_per_step = SpmmDiaTuning::threads / pairs;
-    const int blocks = grid_stride_blocks((int64_t{rows_} + rows_per_step - 1) / rows_per_step, 1, SpmmDiaTuning::blocks_per_sm);
     const bool vec2 = ld % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
     auto launch = [&](auto vec) {
-      spmm_dia_kernel<decltype(vec)::value><<<blocks, SpmmDiaTuning::threads, 0, s>>>(
+      const auto kernel = spmm_dia_kernel<decltype(vec)::value>;
+      // One wave of resident blocks: a second wave would sweep the rows again and re-read X from DRAM
+      // (ncu, 7-pt 128^3, k = 16: 644 MB read with 16 blocks per SM requested, 386 MB with one wave).
+      const int64_t steps = (int64_t{rows_} + rows_per_step - 1) / rows_per_step;
+      const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(steps, resident_blocks(reinterpret_cast<const void*>(kernel), SpmmDiaTuning::threads))));
+      kernel<<<blocks, SpmmDiaTuning::threads, 0, s>>>(
           rows_, cols_, dia_.diagonals, dia_.offsets.data(), dia_.min_offset, dia_.max_offset, dia_.values.data(), x,
           ld, K, alpha, beta, y);
     };

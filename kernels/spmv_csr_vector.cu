@@ -13,7 +13,7 @@ namespace {
 
 struct CsrVectorTuning {
   static constexpr int threads = 256;
-  static constexpr int blocks_per_sm = 16;
+  static constexpr int blocks_per_sm = 8;  // all resident at once: one wave (grid_stride_blocks)
 };
 
 template <int W, bool WithDot>

@@ -19,7 +19,7 @@ namespace {
 
 struct DiaTuning {
   static constexpr int threads = 256;
-  static constexpr int blocks_per_sm = 16;
+  static constexpr int blocks_per_sm = 8;  // all resident at once: one wave (grid_stride_blocks)
   static constexpr int max_diagonals = 256;  // offsets staged in shared memory
   static constexpr double max_fill = 1.5;    // stored slots over nonzeros
 };

@@ -11,7 +11,7 @@ namespace {
 
 struct EllTuning {
   static constexpr int threads = 256;
-  static constexpr int blocks_per_sm = 16;
+  static constexpr int blocks_per_sm = 8;  // all resident at once: one wave (grid_stride_blocks)
   static constexpr double max_fill = 3.0;  // refuse when padding would triple the storage
 };
 

@@ -16,7 +16,7 @@ namespace {
 struct SellTuning {
   static constexpr int slice_height = 32;  // one warp
   static constexpr int threads = 256;      // 8 slices per block
-  static constexpr int blocks_per_sm = 16;
+  static constexpr int blocks_per_sm = 8;  // all resident at once: one wave (grid_stride_blocks)
   static constexpr int sorted_sigma = 1024;
   static constexpr double max_fill = 3.0;
 };

@@ -40,7 +40,8 @@ CsrMatrix from_triplets_random(int32_t rows, int32_t cols, uint64_t seed, double
 
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
-                                    "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40"};
+                                    "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
+                                    "stencil7-random-40", "stencil27-random-30"};
   if (spcg::test::have_matrix_dir())
     for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
       names.push_back("file:" + e.path().filename().string());
@@ -61,6 +62,15 @@ CsrMatrix make_matrix(const std::string& name) {
   if (name == "powerlaw-5000") return powerlaw_spd(5000, 5);
   if (name == "poisson3d-9") return poisson3d_7pt(9);
   if (name == "rect-50x70") return from_triplets_random(50, 70, 4, 0.1);
+  // Stencil patterns with random values, so a kernel that takes the X row of the wrong diagonal fails (the
+  // Poisson values are alike on every off-diagonal). Large enough that spmm-dia-window keeps several
+  // windows, wraps its rings and (27-point) has to narrow its clusters to fit shared memory.
+  if (name == "stencil7-random-40" || name == "stencil27-random-30") {
+    CsrMatrix a = name == "stencil7-random-40" ? poisson3d_7pt(40) : poisson3d_27pt(30);
+    SplitMix64 rng(name.size());
+    for (double& v : a.values) v = 2 * rng.uniform() - 1;
+    return a;
+  }
   if (name == "zero-nnz-40") {
     CsrMatrix a;
     a.rows = a.cols = 40;
