@@ -33,6 +33,7 @@ struct BlockOpsTuning {
   static constexpr int columns_per_thread = 4;   // combine/update: adjacent output columns per thread
   static constexpr int stream_blocks_per_sm = 8;
   static constexpr int combine_rows = 4;         // combine: rows per thread sharing each read of M
+  static constexpr int combine_rows_with_x = 2;  // ... when it also updates X (registers: U, Y and X rows)
   static constexpr int update_rows = 1;          // update: rows per thread (x2 blocks W and V) per read of A
 };
 
@@ -197,23 +198,26 @@ __device__ __forceinline__ void rows_times_small(const double (&in)[NR][4], cons
     }
 }
 
-template <int G>
+// WithX: also X (n x k) += U A2 (a x k), the previous iteration's deferred X update, from the same reads of U.
+template <int G, bool WithX>
 __global__ void __launch_bounds__(BlockOpsTuning::threads)
     combine_kernel(int64_t n, double* __restrict__ Y, int b, const double* __restrict__ U, int a,
                    const double* __restrict__ M, const double* __restrict__ C, int ldc, const int* __restrict__ sel,
-                   const double* __restrict__ d) {
+                   const double* __restrict__ d, double* __restrict__ X, int k, const double* __restrict__ A2) {
   constexpr int CW = BlockOpsTuning::columns_per_thread, GC = G * CW, RPG = 32 / G;
-  constexpr int RB = BlockOpsTuning::combine_rows;  // row group g of a warp takes rows base + g + q * RPG:
-                                                     // each load instruction still covers RPG consecutive rows
+  constexpr int RB = WithX ? BlockOpsTuning::combine_rows_with_x : BlockOpsTuning::combine_rows;
+  // row group g of a warp takes rows base + g + q * RPG: each load instruction still covers RPG consecutive rows
   __shared__ __align__(16) double s_m[GC * GC];
+  __shared__ __align__(16) double s_a2[WithX ? GC * GC : 2];
   __shared__ int s_sel[GC];
   stage_small<GC>(s_m, M, a, b);
+  if (WithX) stage_small<GC>(s_a2, A2, a, k);
   for (int c = threadIdx.x; c < GC; c += blockDim.x) s_sel[c] = C && c < b ? sel[c] : 0;
   __syncthreads();
   const int lane = threadIdx.x & 31, c0 = CW * (lane % G);
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5, warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
   for (int64_t base = warp * RPG * RB; base < n; base += warps * RPG * RB) {  // warp-uniform: every lane shuffles
-    double u[RB][CW], y[RB][CW];
+    double u[RB][CW], y[RB][CW], x[WithX ? RB : 1][CW];
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
@@ -224,26 +228,33 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
         const int c = c0 + j;
         u[q][j] = valid && c < a ? __ldg(U + row * a + c) : 0.0;
         y[q][j] = valid && C && c < b ? dr * __ldg(C + row * ldc + s_sel[c]) : 0.0;
+        if (WithX) x[q][j] = valid && c < k ? X[row * k + c] : 0.0;
       }
     }
     if (a > 0) rows_times_small<G, RB>(u, s_m, c0, y);
+    if constexpr (WithX)
+      if (a > 0) rows_times_small<G, RB>(u, s_a2, c0, x);
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
 #pragma unroll
-      for (int j = 0; j < CW; ++j)
+      for (int j = 0; j < CW; ++j) {
         if (row < n && c0 + j < b) Y[row * b + c0 + j] = y[q][j];
+        if (WithX && row < n && c0 + j < k) X[row * k + c0 + j] = x[q][j];
+      }
     }
   }
 }
 
-template <int G>
+// WithX: X += W A as well as R -= V A (without it, block CG defers the X update into the next combine).
+template <int G, bool WithX>
 __global__ void __launch_bounds__(BlockOpsTuning::threads)
     update_xr_kernel(int64_t n, int k, int m, double* __restrict__ X, double* __restrict__ R,
                      const double* __restrict__ W, const double* __restrict__ V, const double* __restrict__ A,
                      double* __restrict__ partials) {
   constexpr int CW = BlockOpsTuning::columns_per_thread, GC = G * CW, RPG = 32 / G;
   constexpr int RB = BlockOpsTuning::update_rows;
+  constexpr int NX = WithX ? RB : 0;  // in/acc rows 0..NX-1: W -> dX; rows NX..NX+RB-1: V -> dR
   __shared__ __align__(16) double s_a[GC * GC];
   __shared__ double s_sq[BlockOpsTuning::threads * CW];
   stage_small<GC>(s_a, A, m, k);
@@ -252,22 +263,22 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5, warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
   double sq[CW] = {};
   for (int64_t base = warp * RPG * RB; base < n; base += warps * RPG * RB) {
-    // in/acc rows 0..RB-1: W -> dX; rows RB..2RB-1: V -> dR (one read of A serves both). X and R are loaded
-    // with W and V, before the products, so all loads of a step are in flight together.
-    double in[2 * RB][CW], acc[2 * RB][CW] = {}, x[RB][CW], r[RB][CW];
+    // One read of A serves both products. X and R are loaded with W and V, before the products, so all loads
+    // of a step are in flight together.
+    double in[NX + RB][CW], acc[NX + RB][CW] = {}, x[WithX ? RB : 1][CW], r[RB][CW];
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
 #pragma unroll
       for (int j = 0; j < CW; ++j) {
         const bool in_m = row < n && c0 + j < m, in_k = row < n && c0 + j < k;
-        in[q][j] = in_m ? __ldg(W + row * m + c0 + j) : 0.0;
-        in[RB + q][j] = in_m ? __ldg(V + row * m + c0 + j) : 0.0;
-        x[q][j] = in_k ? X[row * k + c0 + j] : 0.0;
+        if (WithX) in[q][j] = in_m ? __ldg(W + row * m + c0 + j) : 0.0;
+        in[NX + q][j] = in_m ? __ldg(V + row * m + c0 + j) : 0.0;
+        if (WithX) x[q][j] = in_k ? X[row * k + c0 + j] : 0.0;
         r[q][j] = in_k ? R[row * k + c0 + j] : 0.0;
       }
     }
-    rows_times_small<G, 2 * RB>(in, s_a, c0, acc);
+    rows_times_small<G, NX + RB>(in, s_a, c0, acc);
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
@@ -275,8 +286,8 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
       for (int j = 0; j < CW; ++j) {
         if (row >= n || c0 + j >= k) continue;
         const int64_t e = row * k + c0 + j;
-        X[e] = x[q][j] + acc[q][j];
-        const double rn = r[q][j] - acc[RB + q][j];
+        if (WithX) X[e] = x[q][j] + acc[q][j];
+        const double rn = r[q][j] - acc[NX + q][j];
         R[e] = rn;
         sq[j] = fma(rn, rn, sq[j]);
       }
@@ -349,16 +360,24 @@ void launch_block_gram(int64_t n, const GramInputs& g, double* out, BlockOpsWork
 }
 
 void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, const double* M, const double* C,
-                          int ldc, const int* sel, const double* d, cudaStream_t s) {
-  if (n == 0 || b == 0) return;
-  if (a > kBlockOpsMaxColumns || b > kBlockOpsMaxColumns) throw CudaError("block combine: more than 32 columns");
-  const int G = row_group(std::max(a, b));
-  const int blocks = stream_grid(n, G, BlockOpsTuning::combine_rows), threads = BlockOpsTuning::threads;
+                          int ldc, const int* sel, const double* d, cudaStream_t s, double* X, int k,
+                          const double* A2) {
+  if (n == 0 || (b == 0 && !X)) return;
+  if (a > kBlockOpsMaxColumns || b > kBlockOpsMaxColumns || k > kBlockOpsMaxColumns)
+    throw CudaError("block combine: more than 32 columns");
+  const int G = row_group(std::max({a, b, X ? k : 0}));
+  const int rows = X ? BlockOpsTuning::combine_rows_with_x : BlockOpsTuning::combine_rows;
+  const int blocks = stream_grid(n, G, rows), threads = BlockOpsTuning::threads;
+  auto launch = [&](auto g) {
+    constexpr int Gc = decltype(g)::value;
+    if (X) combine_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, X, k, A2);
+    else combine_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, nullptr, 0, nullptr);
+  };
   switch (G) {
-    case 1: combine_kernel<1><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
-    case 2: combine_kernel<2><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
-    case 4: combine_kernel<4><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
-    default: combine_kernel<8><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d); break;
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    default: launch(std::integral_constant<int, 8>{}); break;
   }
   CHECK_LAUNCH("block-combine");
 }
@@ -370,11 +389,16 @@ void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const
   if (k > ws.columns) throw CudaError("block update: workspace too small");
   const int G = row_group(std::max(k, m));
   const int blocks = stream_grid(n, G, BlockOpsTuning::update_rows), threads = BlockOpsTuning::threads;
+  auto launch = [&](auto g) {
+    constexpr int Gc = decltype(g)::value;
+    if (X) update_xr_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data());
+    else update_xr_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, k, m, nullptr, R, nullptr, V, A, ws.partials.data());
+  };
   switch (G) {
-    case 1: update_xr_kernel<1><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
-    case 2: update_xr_kernel<2><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
-    case 4: update_xr_kernel<4><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
-    default: update_xr_kernel<8><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data()); break;
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    default: launch(std::integral_constant<int, 8>{}); break;
   }
   CHECK_LAUNCH("block-update-xr");
   reduce_partials_kernel<<<k, 32, 0, s>>>(ws.partials.data(), blocks, k, rr);

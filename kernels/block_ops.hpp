@@ -39,10 +39,12 @@ struct GramInputs {
 void launch_block_gram(int64_t n, const GramInputs& in, double* out, BlockOpsWorkspace& ws, cudaStream_t s);
 // Y (n x b) = diag(d) C(:, sel) + U (n x a) M (a x b, column-major, device). C (ldc columns), the device column
 // list sel (b entries) and d are optional; a may be 0. a, b <= 32. Y must not overlap U or C.
+// With X: also X (n x k) += U A2 (a x k, column-major, device) in the same pass; X must not overlap Y, U or C.
 void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, const double* M, const double* C,
-                          int ldc, const int* sel, const double* d, cudaStream_t s);
+                          int ldc, const int* sel, const double* d, cudaStream_t s, double* X = nullptr, int k = 0,
+                          const double* A2 = nullptr);
 // X += W A; R -= V A for A (m x k, column-major, device); rr[c] = ||R(:, c)||^2 afterwards. X, R: n x k;
-// W, V: n x m; m, k <= 32.
+// W, V: n x m; m, k <= 32. X = W = nullptr: R only (the caller applies X += W A later).
 void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const double* W, const double* V,
                             const double* A, double* rr, BlockOpsWorkspace& ws, cudaStream_t s);
 

@@ -209,13 +209,23 @@ class DenseSteps {
     return G;
   }
   // Y (n x b) = diag(d) C(:, cols) + U (n x a) M; C (ldc columns) and d optional. Y must not overlap U or C.
+  // With X and A2 (a x k): also X += U A2, in the same pass over U.
   void combine(double* Y, int b, const double* U, int a, const Small& M, const double* C = nullptr, int ldc = 0,
-               const std::vector<int>& cols = {}, const double* d = nullptr) {
+               const std::vector<int>& cols = {}, const double* d = nullptr, double* X = nullptr, int k = 0,
+               const Small* A2 = nullptr) {
     if (own_) {
       upload(M);
+      if (X) upload(*A2, static_cast<size_t>(M.rows) * std::max(M.cols, 1));  // after M in the staging buffer
       if (C) CHECK_CUDA(cudaMemcpyAsync(sel_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
-      launch_block_combine(n_, Y, b, U, a, small_.data(), C, ldc, C ? sel_.data() : nullptr, C ? d : nullptr, s_);
+      launch_block_combine(n_, Y, b, U, a, small_.data(), C, ldc, C ? sel_.data() : nullptr, C ? d : nullptr, s_, X, k,
+                           X ? small_.data() + static_cast<size_t>(M.rows) * std::max(M.cols, 1) : nullptr);
     } else {
+      if (X) {
+        upload(*A2);
+        blas_->update(X, k, U, a, small_.data(), 1.0, n_);
+        CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused
+        if (b == 0) return;
+      }
       double beta = 0.0;
       if (C) {  // cuBLAS: scale, gather by a selection product, then accumulate
         const double* Z = C;
@@ -239,7 +249,7 @@ class DenseSteps {
     }
     CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused by the next call
   }
-  // X += W A; R -= V A; returns ||R(:, c)||^2.
+  // X += W A (unless X is null: the caller owes it); R -= V A; returns ||R(:, c)||^2.
   std::vector<double> update_xr(double* X, double* R, int k, const double* W, const double* V, int m, const Small& A,
                                 DeviceArray<double>& norms, const ReductionWorkspace& rws) {
     std::vector<double> rr(k);
@@ -247,7 +257,7 @@ class DenseSteps {
     if (own_) {
       launch_block_update_xr(n_, k, m, X, R, W, V, small_.data(), norms.data(), *ws_, s_);
     } else {
-      blas_->update(X, k, W, m, small_.data(), 1.0, n_);
+      if (X) blas_->update(X, k, W, m, small_.data(), 1.0, n_);
       Small neg = A;
       for (double& v : neg.a) v = -v;
       CHECK_CUDA(cudaStreamSynchronize(s_));
@@ -261,8 +271,8 @@ class DenseSteps {
   }
 
  private:
-  void upload(const Small& M) {
-    CHECK_CUDA(cudaMemcpyAsync(small_.data(), M.a.data(), M.a.size() * sizeof(double), cudaMemcpyHostToDevice, s_));
+  void upload(const Small& M, size_t offset = 0) {
+    CHECK_CUDA(cudaMemcpyAsync(small_.data() + offset, M.a.data(), M.a.size() * sizeof(double), cudaMemcpyHostToDevice, s_));
   }
   cudaStream_t s_;
   int64_t n_;
@@ -322,9 +332,21 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   auto fail_active = [&](ColumnStatus st, int it) {
     for (int j : active_columns()) mon.finish(j, st, it);
   };
+  // X += W Ta is deferred from the update into the next combine, which reads W anyway (one pass over W
+  // fewer per iteration); it is owed while x_owed is set, and paid before anything reads X.
+  Small owed_Ta;
+  bool x_owed = false;
+  auto pay_x = [&] {
+    if (!x_owed) return;
+    timer.run("update-x", 8.0 * n * (m + 2 * k), [&] {
+      dense.combine(nullptr, 0, W, m, Small(m, 0), nullptr, 0, {}, nullptr, X.data(), k, &owed_Ta);
+    });
+    x_owed = false;
+  };
   // The running columns go on as independent CG recurrences (multi-cg) from the current X; their statuses and
   // iteration counts (it + multi-cg's) come from that solve.
   auto finish_with_multi_cg = [&](int it) {
+    pay_x();
     const std::vector<int> cols = active_columns();
     const int a = static_cast<int>(cols.size());
     DeviceBlock Bs(n, a, "block-cg fallback B"), Xs(n, a, "block-cg fallback X");
@@ -354,12 +376,17 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   auto gram_bytes = [&](const GramInputs& g) {
     return 8.0 * n * (g.a1 + g.a2 + g.b1 + g.b2 + (g.u2_row_scale ? 1 : 0));
   };
-  // W = M^-1 R(:, act) + W_old Tb, formed in the spare block (Tb empty: no W_old term).
+  // W = M^-1 R(:, act) + W_old Tb, formed in the spare block (Tb empty: no W_old term); the owed X += W_old Ta
+  // in the same pass.
   auto form_w = [&](const std::vector<int>& act, const Small& Tb) {
     const int m_new = static_cast<int>(act.size());
-    timer.run("combine", 8.0 * n * (Tb.rows + 2 * m_new + (dinv ? 1 : 0)), [&] {
-      dense.combine(spare, m_new, W, Tb.rows, Tb, R.data(), k, act, dinv);
+    const bool with_x = x_owed && Tb.rows == m && m > 0;
+    if (x_owed && !with_x) pay_x();
+    timer.run("combine", 8.0 * n * (Tb.rows + 2 * m_new + (dinv ? 1 : 0) + (with_x ? 2 * k : 0)), [&] {
+      dense.combine(spare, m_new, W, Tb.rows, Tb, R.data(), k, act, dinv, with_x ? X.data() : nullptr, k,
+                    with_x ? &owed_Ta : nullptr);
     });
+    x_owed = false;
     std::swap(W, spare);
     m = m_new;
   };
@@ -429,10 +456,14 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     for (int j = 0; j < k; ++j)
       if (mon.status(j) != ColumnStatus::running)
         for (int i = 0; i < r; ++i) alpha(i, j) = 0.0;
-    const Small Ta = matmul(T, alpha);  // P alpha = W (T alpha)
+    owed_Ta = matmul(T, alpha);  // P alpha = W (T alpha)
     std::vector<double> rr;
-    // X += W Ta; R -= V Ta; ||R(:, j)||^2
-    timer.run("update-xr", 8.0 * n * (2 * m + 4 * k), [&] { rr = dense.update_xr(X.data(), R.data(), k, W, V.data(), m, Ta, norms, ws); });
+    // R -= V Ta; ||R(:, j)||^2; X += W Ta is owed (paid by the next combine)
+    timer.run("update-r", 8.0 * n * (m + 2 * k), [&] {
+      rr = dense.update_xr(nullptr, R.data(), k, nullptr, V.data(), m, owed_Ta, norms, ws);
+    });
+    x_owed = true;
+    const Small& Ta = owed_Ta;
     ++it;
     observe(rr, it);
     if (mon.all_done()) break;
@@ -454,6 +485,7 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       break;
     }
   }
+  pay_x();
   finish_result(res, mon, bn, timer, t0, s);
   return res;
 }

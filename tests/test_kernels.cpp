@@ -269,28 +269,40 @@ TEST(BlockOps, GramMatchesHostLoops) {
 TEST(BlockOps, CombineMatchesHostLoops) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  struct Shape { int a, b, ldc; bool gather, scaled; };
+  struct Shape { int a, b, ldc; bool gather, scaled; int k; };  // k > 0: also X (n x k) += U A2
   for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
-    for (const Shape sh : std::vector<Shape>{{0, 5, 7, true, true}, {1, 1, 1, true, false}, {16, 16, 16, true, true},
-                                             {32, 32, 32, false, false}, {5, 7, 3, true, true}, {32, 3, 32, true, false},
-                                             {3, 32, 32, false, false}}) {
-      SCOPED_TRACE("n " + std::to_string(n) + " a " + std::to_string(sh.a) + " b " + std::to_string(sh.b));
-      BlockOpsData d(static_cast<uint64_t>(n * 17 + sh.a * 5 + sh.b));
+    for (const Shape sh : std::vector<Shape>{{0, 5, 7, true, true, 0}, {1, 1, 1, true, false, 0},
+                                             {16, 16, 16, true, true, 0}, {32, 32, 32, false, false, 0},
+                                             {5, 7, 3, true, true, 0}, {32, 3, 32, true, false, 0},
+                                             {3, 32, 32, false, false, 0}, {16, 16, 16, true, true, 16},
+                                             {16, 11, 16, true, false, 16}, {5, 3, 9, true, true, 9},
+                                             {32, 32, 32, true, true, 32}, {4, 0, 1, false, false, 29}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " a " + std::to_string(sh.a) + " b " + std::to_string(sh.b) + " k " +
+                   std::to_string(sh.k));
+      BlockOpsData d(static_cast<uint64_t>(n * 17 + sh.a * 5 + sh.b + sh.k));
       const std::vector<double> u = d.random(n * sh.a), m = d.random(static_cast<size_t>(sh.a) * sh.b),
-                                c = d.random(n * sh.ldc), sc = d.random(n);
+                                c = d.random(n * sh.ldc), sc = d.random(n), x0 = d.random(n * sh.k),
+                                a2 = d.random(static_cast<size_t>(sh.a) * sh.k);
       std::vector<int> sel(sh.b);
       for (int j = 0; j < sh.b; ++j) sel[j] = (j * 7 + 3) % sh.ldc;
-      DeviceArray<double> du(u), dm(m), dc(c), dsc(sc), dy(std::vector<double>(n * sh.b, nan));
+      DeviceArray<double> du(u), dm(m), dc(c), dsc(sc), dy(std::vector<double>(n * sh.b, nan)), dx(x0), da2(a2);
       DeviceArray<int> dsel(sel);
       launch_block_combine(n, dy.data(), sh.b, du.data(), sh.a, dm.data(), sh.gather ? dc.data() : nullptr, sh.ldc,
-                           sh.gather ? dsel.data() : nullptr, sh.scaled ? dsc.data() : nullptr, 0);
-      const std::vector<double> y = dy.download();
-      for (int64_t i = 0; i < n; ++i)
+                           sh.gather ? dsel.data() : nullptr, sh.scaled ? dsc.data() : nullptr, 0,
+                           sh.k ? dx.data() : nullptr, sh.k, sh.k ? da2.data() : nullptr);
+      const std::vector<double> y = dy.download(), x = dx.download();
+      for (int64_t i = 0; i < n; ++i) {
         for (int j = 0; j < sh.b; ++j) {
           long double ref = sh.gather ? static_cast<long double>(c[i * sh.ldc + sel[j]]) * (sh.scaled ? sc[i] : 1.0) : 0.0L;
           for (int l = 0; l < sh.a; ++l) ref += static_cast<long double>(u[i * sh.a + l]) * m[static_cast<size_t>(j) * sh.a + l];
           ASSERT_NEAR(y[i * sh.b + j], static_cast<double>(ref), 1e-13 * (sh.a + 2)) << "combine (" << i << ", " << j << ")";
         }
+        for (int j = 0; j < sh.k; ++j) {
+          long double ref = x0[i * sh.k + j];
+          for (int l = 0; l < sh.a; ++l) ref += static_cast<long double>(u[i * sh.a + l]) * a2[static_cast<size_t>(j) * sh.a + l];
+          ASSERT_NEAR(x[i * sh.k + j], static_cast<double>(ref), 1e-13 * (sh.a + 2)) << "X (" << i << ", " << j << ")";
+        }
+      }
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
 }
@@ -305,24 +317,27 @@ TEST(BlockOps, UpdateMatchesHostLoops) {
       // X += W A; R -= V A; rr = column norms of R
       const std::vector<double> x0 = d.random(n * k), r0 = d.random(n * k), w = d.random(n * m), v = d.random(n * m),
                                 al = d.random(static_cast<size_t>(m) * k);
-      DeviceArray<double> dx(x0), dr(r0), dw(w), dv(v), dal(al), drr(std::vector<double>(k, nan));
-      BlockOpsWorkspace ws(32);
-      launch_block_update_xr(n, k, m, dx.data(), dr.data(), dw.data(), dv.data(), dal.data(), drr.data(), ws, 0);
-      const std::vector<double> x = dx.download(), rres = dr.download(), rr = drr.download();
-      for (int c = 0; c < k; ++c) {
-        long double norm = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          long double xr = x0[i * k + c], rv = r0[i * k + c];
-          for (int l = 0; l < m; ++l) {
-            xr += static_cast<long double>(w[i * m + l]) * al[static_cast<size_t>(c) * m + l];
-            rv -= static_cast<long double>(v[i * m + l]) * al[static_cast<size_t>(c) * m + l];
+      for (const bool with_x : {true, false}) {  // without X: R only (block CG owes X += W A to its next combine)
+        DeviceArray<double> dx(x0), dr(r0), dw(w), dv(v), dal(al), drr(std::vector<double>(k, nan));
+        BlockOpsWorkspace ws(32);
+        launch_block_update_xr(n, k, m, with_x ? dx.data() : nullptr, dr.data(), with_x ? dw.data() : nullptr, dv.data(),
+                               dal.data(), drr.data(), ws, 0);
+        const std::vector<double> x = dx.download(), rres = dr.download(), rr = drr.download();
+        for (int c = 0; c < k; ++c) {
+          long double norm = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            long double xr = x0[i * k + c], rv = r0[i * k + c];
+            for (int l = 0; l < m; ++l) {
+              if (with_x) xr += static_cast<long double>(w[i * m + l]) * al[static_cast<size_t>(c) * m + l];
+              rv -= static_cast<long double>(v[i * m + l]) * al[static_cast<size_t>(c) * m + l];
+            }
+            ASSERT_NEAR(x[i * k + c], static_cast<double>(xr), 1e-13 * (m + 1)) << "with_x " << with_x;
+            ASSERT_NEAR(rres[i * k + c], static_cast<double>(rv), 1e-13 * (m + 1)) << "with_x " << with_x;
+            norm += static_cast<long double>(rres[i * k + c]) * rres[i * k + c];
           }
-          ASSERT_NEAR(x[i * k + c], static_cast<double>(xr), 1e-13 * (m + 1));
-          ASSERT_NEAR(rres[i * k + c], static_cast<double>(rv), 1e-13 * (m + 1));
-          norm += static_cast<long double>(rres[i * k + c]) * rres[i * k + c];
+          ASSERT_NEAR(rr[c], static_cast<double>(norm), 1e-13 * static_cast<double>(norm) + 1e-300) << "norm " << c;
         }
-        ASSERT_NEAR(rr[c], static_cast<double>(norm), 1e-13 * static_cast<double>(norm) + 1e-300) << "norm " << c;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       }
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
 }
