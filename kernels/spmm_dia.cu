@@ -1,7 +1,8 @@
 // spmm-dia: SpMM on diagonal storage, the format-based SpMM for banded (stencil) matrices.
 // Work mapping: a thread owns one row and 2 adjacent columns, or 4 when K % 4 == 0 and K >= 8 (16-byte X
 // loads and Y stores); the threads of a row are consecutive, so for each diagonal a warp reads whole
-// consecutive rows of the row-major X (contiguous, coalesced, no column indices at all) and the diagonal value is one broadcast load.
+// consecutive rows of the row-major X (contiguous, coalesced, no column indices at all) and the diagonal value
+// is one broadcast load.
 // Grid stride over steps of rows with only as many blocks as are resident at once, so the GPU sweeps X and the
 // stripes together in one wave and the X rows shared by the diagonals (+-nx*ny apart) are still in L2 when the
 // last diagonal reaches them; the loads of a batch of diagonals are issued before their multiply-adds.
