@@ -316,6 +316,17 @@ int row_group(int columns) {
   return g;
 }
 
+// Calls f(std::integral_constant<int, G>) for a row group G from row_group().
+template <class F>
+void dispatch_row_group(int G, F&& f) {
+  switch (G) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
+  }
+}
+
 }  // namespace
 
 BlockOpsWorkspace::BlockOpsWorkspace(int max_columns)
@@ -373,12 +384,7 @@ void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, c
     if (X) combine_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, X, k, A2);
     else combine_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, nullptr, 0, nullptr);
   };
-  switch (G) {
-    case 1: launch(std::integral_constant<int, 1>{}); break;
-    case 2: launch(std::integral_constant<int, 2>{}); break;
-    case 4: launch(std::integral_constant<int, 4>{}); break;
-    default: launch(std::integral_constant<int, 8>{}); break;
-  }
+  dispatch_row_group(G, launch);
   CHECK_LAUNCH("block-combine");
 }
 
@@ -394,12 +400,7 @@ void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const
     if (X) update_xr_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data());
     else update_xr_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, k, m, nullptr, R, nullptr, V, A, ws.partials.data());
   };
-  switch (G) {
-    case 1: launch(std::integral_constant<int, 1>{}); break;
-    case 2: launch(std::integral_constant<int, 2>{}); break;
-    case 4: launch(std::integral_constant<int, 4>{}); break;
-    default: launch(std::integral_constant<int, 8>{}); break;
-  }
+  dispatch_row_group(G, launch);
   CHECK_LAUNCH("block-update-xr");
   reduce_partials_kernel<<<k, 32, 0, s>>>(ws.partials.data(), blocks, k, rr);
   CHECK_LAUNCH("block-update-reduce");
