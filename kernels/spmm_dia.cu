@@ -5,10 +5,12 @@
 // is one broadcast load.
 // Grid stride over steps of rows with only as many blocks as are resident at once, so the GPU sweeps X and the
 // stripes together in one wave and the X rows shared by the diagonals (+-nx*ny apart) are still in L2 when the
-// last diagonal reaches them; the loads of a batch of diagonals are issued before their multiply-adds.
+// last diagonal reaches them; the loads of a batch of diagonals are issued before their multiply-adds, and the
+// last diagonals form one predicated batch (7-pt: 4 + 3).
 // Measured (docs/perf-notes.md): one contiguous row range per block was 1.4x slower, register blocking over
-// 4 rows 1.8x slower, and shared-memory windows of X rows per cluster of nearby diagonals (cp.async ring,
-// spmm-dia-window) no faster at k = 16 and 1.6x slower on 27-point; all dropped. Moves 8 B per stored slot plus
+// 4 rows 1.8x slower, shared-memory windows of X rows per cluster of nearby diagonals (cp.async ring,
+// spmm-dia-window) no faster at k = 16 and 1.6x slower on 27-point, row chunks per block for L1 reuse of the
+// +-nx rows and 2 rows x 2 columns per thread (full-line loads) no faster; all dropped. Moves 8 B per stored slot plus
 // 16 n K for X and Y.
 // DIA: Bell & Garland, SC 2009; row-major panels with coalesced X rows as in GE-SpMM (Huang et al., SC 2020).
 #include <algorithm>
@@ -70,22 +72,27 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
         // All loads of a batch of diagonals first, then the multiply-adds: the batch's L1/L2 round trips
         // overlap instead of following one another.
         constexpr int U = SpmmDiaTuning::batch;
-        for (; d + U <= diagonals; d += U) {
+        auto batch = [&](auto tail) {
           double w[U];
           double2 xv[U][CW / 2];
 #pragma unroll
           for (int u = 0; u < U; ++u) {
-            w[u] = dev::load_stream(val + int64_t{d + u} * rows + row);
-            const double2* xr = reinterpret_cast<const double2*>(X + (row + s_off[d + u]) * ld + c0);
+            const bool on = !decltype(tail)::value || d + u < diagonals;
+            w[u] = on ? dev::load_stream(val + int64_t{d + u} * rows + row) : 0.0;
+            const double2* xr = reinterpret_cast<const double2*>(X + (row + (on ? s_off[d + u] : 0)) * ld + c0);
 #pragma unroll
-            for (int h = 0; h < CW / 2; ++h) xv[u][h] = __ldg(xr + h);
+            for (int h = 0; h < CW / 2; ++h) xv[u][h] = on ? __ldg(xr + h) : make_double2(0.0, 0.0);
           }
 #pragma unroll
           for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int h = 0; h < CW / 2; ++h)
               acc[2 * h] = fma(w[u], xv[u][h].x, acc[2 * h]), acc[2 * h + 1] = fma(w[u], xv[u][h].y, acc[2 * h + 1]);
-        }
+        };
+        for (; d + U <= diagonals; d += U) batch(std::false_type{});
+        // The last diagonals as one predicated batch too: one at a time they each waited a full round trip
+        // (H100, 7-pt 128^3: k = 16 274 -> 247 us, k = 32 508 -> 476 us; a batch of 8 was slower).
+        if (d < diagonals) batch(std::true_type{}), d = diagonals;
       }
       for (; d < diagonals; ++d) add(d, row + s_off[d]);
     } else {
