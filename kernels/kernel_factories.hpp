@@ -24,6 +24,7 @@ SPCG_FACTORY(make_spmm_crc);
 SPCG_FACTORY(make_spmm_cwm);
 SPCG_FACTORY(make_spmm_swizzle);
 SPCG_FACTORY(make_spmm_split);
+SPCG_FACTORY(make_spmm_vector);
 SPCG_FACTORY(make_spmm_dia);
 #undef SPCG_FACTORY
 }  // namespace spcg

@@ -22,6 +22,7 @@ const std::vector<KernelEntry>& kernel_registry() {
       {"spmm-cwm", F::spmm, "row caching + 2 columns per lane, 16-byte X loads (GE-SpMM)", make_spmm_cwm},
       {"spmm-swizzle", F::spmm, "rows ordered by length (Sputnik row swizzle, SC 2020)", make_spmm_swizzle},
       {"spmm-split", F::spmm, "long rows split into pieces, deterministic combine", make_spmm_split},
+      {"spmm-vector", F::spmm, "lanes over a row's entries, all of k <= 8 columns each (CSR-vector)", make_spmm_vector},
       {"spmm-dia", F::spmm, "diagonal storage, coalesced row-major X rows, 2 columns per thread", make_spmm_dia},
       {"cusparse-alg1", F::baseline, "cuSPARSE CSR SpMV ALG1 / SpMM ALG1 (baseline)", make_cusparse_alg1},
       {"cusparse-alg2", F::baseline, "cuSPARSE CSR SpMV ALG2 / SpMM ALG2 (baseline)", make_cusparse_alg2},

@@ -34,39 +34,61 @@ __device__ __forceinline__ unsigned group_mask() {
   }
 }
 
+// Entries per lane gathered together in spmm_accumulate for a group of G lanes: groups of 1-2 lanes need several
+// in flight; wider groups already issue enough (H100, power-law 1M, spmm-split: U = 4 1.8x faster at k = 1, 2,
+// 1.3x slower at k = 16; 7-pt 128^3, spmm-cwm: 2x faster at k = 1, 2, 10% slower at k = 8 with U = 2).
+template <int G>
+constexpr int gathers_in_flight() {
+  return G <= 2 ? 4 : 1;
+}
+
 // acc[t * CW + c] += sum over entries p in [begin, end) of val[p] * X[col[p], (lane + G t) CW + c].
-template <int G, int CW, int MAXT>
+// Each lane loads U entries per chunk of G * U, and the X rows of U entries are gathered together before their
+// multiply-adds, so U gathers per lane are in flight instead of one (short rows with few lanes per row
+// otherwise wait a full L2 round trip per entry).
+template <int G, int CW, int MAXT, int U = gathers_in_flight<G>()>
 __device__ __forceinline__ void spmm_accumulate(int begin, int end, const int* __restrict__ col,
                                                 const double* __restrict__ val, const double* __restrict__ X, int ld,
                                                 int K, bool vec2, double (&acc)[MAXT * CW]) {
   const int lane = threadIdx.x & (G - 1);
   const unsigned mask = group_mask<G>();
-  for (int base = begin; base < end; base += G) {
-    const int p = base + lane;
-    int c = 0;
-    double v = 0;
-    if (p < end) c = load_stream(col + p), v = load_stream(val + p);
-    const int n = min(G, end - base);
-    for (int e = 0; e < n; ++e) {
-      const int ce = __shfl_sync(mask, c, e, G);
-      const double ve = __shfl_sync(mask, v, e, G);
-      const double* xr = X + static_cast<int64_t>(ce) * ld;
+  for (int base = begin; base < end; base += G * U) {
+    int c[U];
+    double v[U];
 #pragma unroll
-      for (int t = 0; t < MAXT; ++t) {
-        const int j = (lane + G * t) * CW;
-        if (CW == 2) {
-          if (vec2 && j + 1 < K) {
-            const double2 xv = __ldg(reinterpret_cast<const double2*>(xr + j));
-            acc[t * CW] += ve * xv.x;
-            acc[t * CW + 1] += ve * xv.y;
+    for (int u = 0; u < U; ++u) {
+      const int p = base + u * G + lane;
+      c[u] = 0, v[u] = 0;
+      if (p < end) c[u] = load_stream(col + p), v[u] = load_stream(val + p);
+    }
+    const int lanes_used = min(G, end - base);
+    for (int e = 0; e < lanes_used; ++e) {  // entries base + u G + e, u = 0..U-1
+      double xv[U][MAXT][CW];
+      double ve[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int ce = __shfl_sync(mask, c[u], e, G);
+        ve[u] = __shfl_sync(mask, v[u], e, G);
+        const bool on = u == 0 || base + u * G + e < end;  // group-uniform
+        const double* xr = X + static_cast<int64_t>(ce) * ld;
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+          const int j = (lane + G * t) * CW;
+          if (CW == 2 && vec2 && j + 1 < K) {
+            const double2 x2 = on ? __ldg(reinterpret_cast<const double2*>(xr + j)) : make_double2(0.0, 0.0);
+            xv[u][t][0] = x2.x, xv[u][t][CW - 1] = x2.y;
           } else {
-            if (j < K) acc[t * CW] += ve * __ldg(xr + j);
-            if (j + 1 < K) acc[t * CW + 1] += ve * __ldg(xr + j + 1);
+#pragma unroll
+            for (int q = 0; q < CW; ++q) xv[u][t][q] = on && j + q < K ? __ldg(xr + j + q) : 0.0;
           }
-        } else {
-          if (j < K) acc[t * CW] += ve * __ldg(xr + j);
         }
       }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t)
+#pragma unroll
+          for (int q = 0; q < CW; ++q) acc[t * CW + q] += ve[u] * xv[u][t][q];
     }
   }
 }
