@@ -313,7 +313,8 @@ int bench_spmv_spmm(bool spmm, const po::variables_map& vm) {
     kernels = {"csr-scalar"};  // the cross-check reference first
     for (const auto& n : kernel_names(spmm ? KernelFamily::spmm : KernelFamily::spmv))
       if (n != "csr-scalar") kernels.push_back(n);
-    if (spmm) kernels.insert(kernels.begin() + 1, {"sell", "dia", "csr-vector"});
+    // SpMV references for the per-RHS ratio: the banded, regular and skewed winners.
+    if (spmm) kernels.insert(kernels.begin() + 1, {"sell", "dia", "csr-vector", "csr-adaptive"});
     for (const auto& n : kernel_names(KernelFamily::baseline)) kernels.push_back(n);
     kernels.push_back("auto");
   }
