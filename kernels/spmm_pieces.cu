@@ -47,6 +47,17 @@ RowPieces::RowPieces(const CsrMatrix& a, int max_entries, int max_columns) {
   partial = DeviceArray<double>(static_cast<size_t>(slots) * max_columns, "split partial sums");
 }
 
+RowPieces setup_row_pieces(const CsrMatrix& a, int max_entries, int max_columns, DeviceCsr& csr, SetupInfo& info) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RowPieces pieces(a, max_entries, max_columns);
+  info.convert_ms = elapsed_ms(t0);
+  info.format = "csr+split";
+  info.reason = std::to_string(pieces.split_rows) + " rows split into " + std::to_string(pieces.slots) + " pieces";
+  csr = upload_csr(a, info);
+  info.device_bytes += pieces.bytes();
+  return pieces;
+}
+
 void RowPieces::combine(int K, int ld, double alpha, double beta, double* y, cudaStream_t s) const {
   if (split_rows == 0 || K == 0) return;
   const int64_t blocks = (int64_t{split_rows} * K + kCombineThreads - 1) / kCombineThreads;

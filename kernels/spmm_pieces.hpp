@@ -7,6 +7,7 @@
 
 #include "device_array.hpp"
 #include "csr_matrix.hpp"
+#include "device_formats.hpp"
 
 namespace spcg {
 
@@ -22,5 +23,9 @@ struct RowPieces {
   void combine(int K, int ld, double alpha, double beta, double* y, cudaStream_t s) const;
   int64_t bytes() const { return static_cast<int64_t>(work.bytes() + split.bytes() + partial.bytes()); }
 };
+
+// Setup of an operator on row pieces: uploads the CSR arrays into csr, cuts the rows, and records the
+// conversion time, the format, the split count and the device bytes in info.
+RowPieces setup_row_pieces(const CsrMatrix& a, int max_entries, int max_columns, DeviceCsr& csr, SetupInfo& info);
 
 }  // namespace spcg

@@ -40,13 +40,7 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 class SpmmSplit final : public SpmmOperator {
  public:
   SpmmSplit(const CsrMatrix& a) : SpmmOperator(a) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pieces_ = RowPieces(a, SplitTuning::split_entries, SpmmTuning::panel);
-    info_.convert_ms = elapsed_ms(t0);
-    info_.format = "csr+split";
-    info_.reason = std::to_string(pieces_.split_rows) + " rows split into " + std::to_string(pieces_.slots) + " pieces";
-    csr_ = upload_csr(a, info_);
-    info_.device_bytes += pieces_.bytes();
+    pieces_ = setup_row_pieces(a, SplitTuning::split_entries, SpmmTuning::panel, csr_, info_);
   }
   std::string name() const override { return "spmm-split"; }
   double bytes_per_apply(int k) const override {
