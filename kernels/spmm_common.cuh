@@ -74,13 +74,15 @@ __device__ __forceinline__ void spmm_accumulate(int begin, int end, const int* _
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
           const int j = (lane + G * t) * CW;
-          if (CW == 2 && vec2 && j + 1 < K) {
-            const double2 x2 = on ? __ldg(reinterpret_cast<const double2*>(xr + j)) : make_double2(0.0, 0.0);
-            xv[u][t][0] = x2.x, xv[u][t][CW - 1] = x2.y;
-          } else {
-#pragma unroll
-            for (int q = 0; q < CW; ++q) xv[u][t][q] = on && j + q < K ? __ldg(xr + j + q) : 0.0;
+          if constexpr (CW == 2) {
+            if (vec2 && j + 1 < K) {  // one 16-byte load
+              const double2 x2 = on ? __ldg(reinterpret_cast<const double2*>(xr + j)) : make_double2(0.0, 0.0);
+              xv[u][t][0] = x2.x, xv[u][t][1] = x2.y;
+              continue;
+            }
           }
+#pragma unroll
+          for (int q = 0; q < CW; ++q) xv[u][t][q] = on && j + q < K ? __ldg(xr + j + q) : 0.0;
         }
       }
 #pragma unroll
