@@ -68,13 +68,16 @@ __device__ __forceinline__ void dmma_8x8x4(double (&d)[2], double a, double b) {
                : "d"(a), "d"(b));
 }
 
-// Column j of [M1 M2] (row-major blocks of w1 and w2 columns): entry (row, j) is at p[row * ld].
+// Column j of [M1 M2 M3] (row-major blocks of w1, w2 and w3 columns): entry (row, j) is at p[row * ld].
 struct BlockColumn {
   const double* p;
   int ld;
 };
-__device__ __forceinline__ BlockColumn block_column(int j, const double* m1, int w1, const double* m2, int w2) {
-  return j < w1 ? BlockColumn{m1 + j, w1} : BlockColumn{m2 + (j - w1), w2};
+__device__ __forceinline__ BlockColumn block_column(int j, const double* m1, int w1, const double* m2, int w2,
+                                                    const double* m3 = nullptr, int w3 = 0) {
+  if (j < w1) return BlockColumn{m1 + j, w1};
+  if (j < w1 + w2) return BlockColumn{m2 + (j - w1), w2};
+  return BlockColumn{m3 + (j - w1 - w2), w3};
 }
 
 // TW x TW tiles per warp, QU quads of rows per warp and step (loads in flight), MinBlocks blocks per SM.
@@ -82,7 +85,7 @@ template <int TW, int QU, int MinBlocks>
 __global__ void __launch_bounds__(BlockOpsTuning::threads, MinBlocks)
     gram_kernel(int64_t n, GramInputs g, double* partials) {
   extern __shared__ double slice_sums[];  // slices x a x b
-  const int a = g.a1 + g.a2, b = g.b1 + g.b2;
+  const int a = g.a1 + g.a2, b = g.b1 + g.b2 + g.b3;
   // The result is cut into 8 x 8 MMA tiles; a warp owns a TW x TW block of them, the warps of one slice cover
   // the result, and slices (grid-wide) take turns over quads of rows, QU quads per step.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads, MinBlocks)
     for (int x = 0; x < TW; ++x) {
       const int l = min(8 * (ta0 + x) + gid, a - 1), c = min(8 * (tb0 + x) + gid, b - 1);
       uc[x] = block_column(l, g.U1, g.a1, g.U2, g.a2);
-      vc[x] = block_column(c, g.V1, g.b1, g.V2, g.b2);
+      vc[x] = block_column(c, g.V1, g.b1, g.V2, g.b2, g.V3, g.b3);
       usc[x] = l >= g.a1 && g.u2_row_scale != nullptr;
     }
     const int64_t quads = (n + 3) / 4, full_quads = n / 4, step = int64_t{gridDim.x} * slices * QU;
@@ -333,17 +336,17 @@ BlockOpsWorkspace::BlockOpsWorkspace(int max_columns)
     : gram_blocks(device_sm_count() * BlockOpsTuning::gram_small_blocks_per_sm),
       update_blocks(device_sm_count() * BlockOpsTuning::stream_blocks_per_sm),
       columns(max_columns) {
-  // gram: blocks x (2 columns) x (2 columns); update: blocks x columns
-  const size_t gram = static_cast<size_t>(gram_blocks) * 4 * columns * columns,
+  // gram: blocks x (2 columns) x (3 columns); update: blocks x columns
+  const size_t gram = static_cast<size_t>(gram_blocks) * 6 * columns * columns,
                update = static_cast<size_t>(update_blocks) * columns;
   partials = DeviceArray<double>(std::max(gram, update), "block-cg partial sums");
 }
 
 void launch_block_gram(int64_t n, const GramInputs& g, double* out, BlockOpsWorkspace& ws, cudaStream_t s) {
-  const int a = g.a1 + g.a2, b = g.b1 + g.b2;
+  const int a = g.a1 + g.a2, b = g.b1 + g.b2 + g.b3;
   if (a == 0 || b == 0) return;
   if (a > kBlockGramMaxColumns || b > kBlockGramMaxColumns) throw CudaError("block gram: more than 64 columns");
-  if (a > 2 * ws.columns || b > 2 * ws.columns) throw CudaError("block gram: workspace too small");
+  if (a > 2 * ws.columns || b > 3 * ws.columns) throw CudaError("block gram: workspace too small");
   if (n == 0) {  // nothing to stream: a zero result
     CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(a) * b * sizeof(double), s));
     return;

@@ -20,8 +20,8 @@ struct BlockOpsWorkspace {
   explicit BlockOpsWorkspace(int max_columns);
 };
 
-// The two sides of a Gram product, each up to two row-major blocks side by side; the rows of U2 may be
-// scaled by a vector (block Jacobi: D^-1 V).
+// The two sides of a Gram product, row-major blocks side by side (two on the left, up to three on the right);
+// the rows of U2 may be scaled by a vector (block Jacobi: D^-1 V).
 struct GramInputs {
   const double* U1 = nullptr;
   int a1 = 0;
@@ -32,10 +32,12 @@ struct GramInputs {
   int b1 = 0;
   const double* V2 = nullptr;
   int b2 = 0;
+  const double* V3 = nullptr;  // optional third block on the right
+  int b3 = 0;
 };
 
-// out = [U1, diag(s) U2]' [V1, V2]: (a1 + a2) x (b1 + b2), column-major, leading dimension a1 + a2.
-// a1 + a2 <= 64 and b1 + b2 <= 64.
+// out = [U1, diag(s) U2]' [V1, V2, V3]: (a1 + a2) x (b1 + b2 + b3), column-major, leading dimension a1 + a2.
+// a1 + a2 <= 64 and b1 + b2 + b3 <= 64.
 void launch_block_gram(int64_t n, const GramInputs& in, double* out, BlockOpsWorkspace& ws, cudaStream_t s);
 // Y (n x b) = diag(d) C(:, sel) + U (n x a) M (a x b, column-major, device). C (ldc columns), the device column
 // list sel (b entries) and d are optional; a may be 0. a, b <= 32. Y must not overlap U or C.

@@ -6,12 +6,14 @@
 // zeroed) while their directions stay in the Krylov space of the others.
 // The orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
 // every product with P is a product with W and a small matrix, and one Gram pass gives all the k x k data:
-//   R = B - A X;  W = M^-1 R;  T = chol(W'W)^-1                       (P = W T)
+//   R = B - A X;  W = M^-1 R
 //   loop: V = A W                                                      (Q = A P = V T)
-//         [W, M^-1 V]' [V, R]        -> P'Q = T'(W'V)T,  P'R = T'(W'R)
+//         [W, M^-1 V]' [W, V, R]     -> T = chol(W'W)^-1 (P = W T),  P'Q = T'(W'V)T,  P'R = T'(W'R)
 //         alpha = (P'Q)^-1 P'R;  X += W (T alpha);  R -= V (T alpha)
 //         Q'Z = T'(V'M^-1 R - V'M^-1 V T alpha)                       (Z = M^-1 R for the new R, no pass)
-//         beta = -(P'Q)^-1 Q'Z;  W = Z(:, act) + W (T beta(:, act));  T = chol(W'W)^-1
+//         beta = -(P'Q)^-1 Q'Z;  W = Z(:, act) + W (T beta(:, act))
+// W'W comes from the same Gram pass (T is not needed before the SpMM), or from its own pass when 2m + k
+// columns exceed the Gram kernel's 64.
 // Dense n x m passes through our streaming kernels (kernels/block_ops.cu) for k <= 32, cuBLAS beyond; the
 // small k x k work on the host.
 #include <algorithm>
@@ -176,7 +178,7 @@ class Blas {
 class DenseSteps {
  public:
   DenseSteps(int k, int64_t n, cudaStream_t s)
-      : s_(s), n_(n), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(4) * k * k, "block-cg small"),
+      : s_(s), n_(n), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
         sel_(k, "block-cg column map") {
     if (own_) {
       ws_ = std::make_unique<BlockOpsWorkspace>(k);
@@ -185,24 +187,27 @@ class DenseSteps {
       scratch_ = DeviceArray<double>(static_cast<size_t>(n) * k, "block-cg scratch");
     }
   }
-  // [U1, diag(d) U2]' [V1, V2] as a host matrix.
+  // [U1, diag(d) U2]' [V1, V2, V3] as a host matrix.
   Small gram(const GramInputs& g) {
-    const int a = g.a1 + g.a2, b = g.b1 + g.b2;
+    const int a = g.a1 + g.a2, b = g.b1 + g.b2 + g.b3;
     Small G(a, b);
     if (a == 0 || b == 0) return G;
     if (own_) {
       launch_block_gram(n_, g, small_.data(), *ws_, s_);
     } else {
       double* out = small_.data();
-      blas_->gram(g.U1, g.a1, g.V1, g.b1, n_, out, a);
-      blas_->gram(g.U1, g.a1, g.V2, g.b2, n_, out + static_cast<size_t>(g.b1) * a, a);
       const double* U2 = g.U2;
       if (g.a2 && g.u2_row_scale) {
         launch_row_scale(n_, g.a2, g.u2_row_scale, g.U2, scratch_.data(), s_);
         U2 = scratch_.data();
       }
-      blas_->gram(U2, g.a2, g.V1, g.b1, n_, out + g.a1, a);
-      blas_->gram(U2, g.a2, g.V2, g.b2, n_, out + static_cast<size_t>(g.b1) * a + g.a1, a);
+      const std::pair<const double*, int> right[] = {{g.V1, g.b1}, {g.V2, g.b2}, {g.V3, g.b3}};
+      size_t col = 0;
+      for (const auto& [Vb, bb] : right) {
+        blas_->gram(g.U1, g.a1, Vb, bb, n_, out + col * a, a);
+        blas_->gram(U2, g.a2, Vb, bb, n_, out + col * a + g.a1, a);
+        col += bb;
+      }
     }
     CHECK_CUDA(cudaMemcpyAsync(G.a.data(), small_.data(), G.a.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
     CHECK_CUDA(cudaStreamSynchronize(s_));
@@ -373,9 +378,6 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     for (const KernelStat& ks : sub.kernels) timer.add("fallback-" + ks.name, ks);
     res.fallback_columns = a;
   };
-  auto gram_bytes = [&](const GramInputs& g) {
-    return 8.0 * n * (g.a1 + g.a2 + g.b1 + g.b2 + (g.u2_row_scale ? 1 : 0));
-  };
   // W = M^-1 R(:, act) + W_old Tb, formed in the spare block (Tb empty: no W_old term); the owed X += W_old Ta
   // in the same pass.
   auto form_w = [&](const std::vector<int>& act, const Small& Tb) {
@@ -391,34 +393,6 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     m = m_new;
   };
   int it = 0;
-  // T such that P = W T is orthonormal: pivoted Cholesky of W'W; RHS columns whose direction was dropped are
-  // deflated. A second pass on P = W T (formed) when W'W is ill-conditioned.
-  auto orthonormalize = [&](const std::vector<int>& cols_of_w) -> bool {
-    const GramInputs wtw{W, m, nullptr, 0, nullptr, W, m};
-    Small G;
-    timer.run("gram", gram_bytes(wtw) / 2, [&] { G = dense.gram(wtw); });  // one block read twice
-    for (double v : G.a)
-      if (!std::isfinite(v)) return false;
-    Orth first = pivoted_cholqr(G, BlockCgTuning::drop);
-    std::vector<bool> kept(m, false);
-    for (int c : first.kept) kept[c] = true;
-    for (int c = 0; c < m; ++c)
-      if (!kept[c]) mon.mark_deflated(cols_of_w[c]);
-    r = static_cast<int>(first.kept.size());
-    T = first.T;
-    if (r == 0 || first.pivot_ratio < BlockCgTuning::second_pass_cond) return true;
-    timer.run("orth", 8.0 * n * (m + r), [&] { dense.combine(spare, r, W, m, T); });  // P = W T, formed
-    std::swap(W, spare);
-    m = r;
-    const GramInputs ptp{W, m, nullptr, 0, nullptr, W, m};
-    Small G2;
-    timer.run("gram", gram_bytes(ptp) / 2, [&] { G2 = dense.gram(ptp); });
-    Orth second = pivoted_cholqr(G2, 0.0);
-    if (static_cast<int>(second.kept.size()) != r) return false;
-    T = second.T;
-    return true;
-  };
-
   {
     std::vector<double> rr(k);
     timer.run("norms", 8.0 * nk, [&] { launch_column_dots(n, k, R.data(), R.data(), ws, norms.data(), s); });
@@ -427,25 +401,66 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     observe(rr, 0);
   }
   std::vector<int> act = active_columns();
+  std::vector<int> cols_of_w;  // the right-hand side of each column of W
   if (!act.empty()) {
     form_w(act, Small(0, static_cast<int>(act.size())));  // W = M^-1 R(:, act)
-    if (!orthonormalize(act)) fail_active(ColumnStatus::non_finite, 0);
+    cols_of_w = act;
   }
   while (!mon.all_done()) {
+    // V = A W, then one Gram pass [W, M^-1 V]' [W, V, R]: W'W for T as well as the products of the step (W'W
+    // from its own pass when 2m + k columns do not fit the Gram kernel). T such that P = W T is orthonormal:
+    // pivoted Cholesky of W'W; RHS columns whose direction was dropped are deflated. When W'W is
+    // ill-conditioned, P = W T is formed and the pass repeats on it (CholQR2; the SpMM is redone).
+    Small G, WtW;
+    int cv = 0;  // first column of V in G
+    bool second_pass = false, failed = false;
+    for (;;) {
+      timer.run("spmm", A.bytes_per_apply(m), [&] { A.apply(1.0, W, 0.0, V.data(), m, s); });  // V = A W
+      ++res.operator_applies, res.operator_columns += m;
+      const bool with_wtw = 2 * m + k <= kBlockGramMaxColumns;
+      cv = with_wtw ? m : 0;
+      const GramInputs gin = with_wtw ? GramInputs{W, m, V.data(), m, dinv, W, m, V.data(), m, R.data(), k}
+                                      : GramInputs{W, m, V.data(), m, dinv, V.data(), m, R.data(), k};
+      timer.run("gram", 8.0 * n * (2 * m + k + (dinv ? 1 : 0)), [&] { G = dense.gram(gin); });
+      if (with_wtw) {
+        WtW = sub(G, 0, 0, m, m);
+      } else {
+        const GramInputs wtw{W, m, nullptr, 0, nullptr, W, m};
+        timer.run("gram", 8.0 * n * m, [&] { WtW = dense.gram(wtw); });  // one block read twice
+      }
+      for (double v : WtW.a) failed |= !std::isfinite(v);
+      if (failed) break;
+      const Orth o = pivoted_cholqr(WtW, second_pass ? 0.0 : BlockCgTuning::drop);
+      if (second_pass) {
+        failed = static_cast<int>(o.kept.size()) != r;
+        T = o.T;
+        break;
+      }
+      std::vector<bool> kept(m, false);
+      for (int c : o.kept) kept[c] = true;
+      for (int c = 0; c < m; ++c)
+        if (!kept[c]) mon.mark_deflated(cols_of_w[c]);
+      r = static_cast<int>(o.kept.size());
+      T = o.T;
+      if (r == 0 || o.pivot_ratio < BlockCgTuning::second_pass_cond) break;
+      timer.run("orth", 8.0 * n * (m + r), [&] { dense.combine(spare, r, W, m, T); });  // P = W T, formed
+      std::swap(W, spare);
+      m = r;
+      second_pass = true;
+    }
+    if (failed) {
+      fail_active(ColumnStatus::non_finite, it);
+      break;
+    }
     if (r == 0) {  // every remaining direction was dependent, yet columns run: the recurrence lost them
       finish_with_multi_cg(it);
       break;
     }
-    timer.run("spmm", A.bytes_per_apply(m), [&] { A.apply(1.0, W, 0.0, V.data(), m, s); });  // V = A W
-    ++res.operator_applies, res.operator_columns += m;
-    // [W, M^-1 V]' [V, R] = [W'V W'R; V'M^-1 V  V'M^-1 R]
-    const GramInputs gin{W, m, V.data(), m, dinv, V.data(), m, R.data(), k};
-    Small G;
-    timer.run("gram", gram_bytes(gin), [&] { G = dense.gram(gin); });
-    Small PtQ = tmatmul(T, matmul(sub(G, 0, 0, m, m), T));  // P'AP = T' W'V T
+    // G = [W'W W'V W'R; . V'M^-1 V  V'M^-1 R] (the W'W column block only with_wtw)
+    Small PtQ = tmatmul(T, matmul(sub(G, 0, cv, m, m), T));  // P'AP = T' W'V T
     for (int i = 0; i < r; ++i)
       for (int j = 0; j < i; ++j) PtQ(i, j) = PtQ(j, i) = 0.5 * (PtQ(i, j) + PtQ(j, i));
-    Small alpha = tmatmul(T, sub(G, 0, m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
+    Small alpha = tmatmul(T, sub(G, 0, cv + m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
     if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace, or rounding
       bool finite = true;
       for (double v : PtQ.a) finite &= std::isfinite(v);
@@ -468,8 +483,8 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     observe(rr, it);
     if (mon.all_done()) break;
     // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta)
-    Small VtZ = sub(G, m, m, m, k);
-    const Small VtDVTa = matmul(sub(G, m, 0, m, m), Ta);
+    Small VtZ = sub(G, m, cv + m, m, k);
+    const Small VtDVTa = matmul(sub(G, m, cv, m, m), Ta);
     for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
 
     Small beta = tmatmul(T, VtZ);  // beta = -(P'AP)^-1 Q'Z
@@ -480,10 +495,7 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     for (size_t c = 0; c < act.size(); ++c)
       for (int i = 0; i < r; ++i) beta_act(i, static_cast<int>(c)) = beta(i, act[c]);
     form_w(act, matmul(T, beta_act));  // W = Z(:, act) + W T beta(:, act)
-    if (!orthonormalize(act)) {
-      fail_active(ColumnStatus::non_finite, it);
-      break;
-    }
+    cols_of_w = act;
   }
   pay_x();
   finish_result(res, mon, bn, timer, t0, s);

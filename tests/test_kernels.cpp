@@ -233,21 +233,24 @@ struct BlockOpsData {
 TEST(BlockOps, GramMatchesHostLoops) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  struct Shape { int a1, a2, b1, b2; bool scaled; };
+  struct Shape { int a1, a2, b1, b2; bool scaled; int b3; };  // b3 > 0: a third block on the right
   for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
-    for (const Shape sh : std::vector<Shape>{{1, 0, 1, 0, false}, {5, 3, 7, 3, true}, {16, 16, 16, 16, true},
-                                             {32, 32, 32, 32, false}, {64, 0, 2, 62, false}, {7, 0, 64, 0, false}}) {
+    for (const Shape sh : std::vector<Shape>{{1, 0, 1, 0, false, 0}, {5, 3, 7, 3, true, 0}, {16, 16, 16, 16, true, 0},
+                                             {32, 32, 32, 32, false, 0}, {64, 0, 2, 62, false, 0},
+                                             {7, 0, 64, 0, false, 0}, {16, 16, 16, 16, true, 16},
+                                             {5, 3, 7, 3, true, 4}, {32, 32, 16, 16, false, 32}, {1, 0, 1, 1, false, 1}}) {
       SCOPED_TRACE("n " + std::to_string(n) + " U " + std::to_string(sh.a1) + "+" + std::to_string(sh.a2) + " V " +
-                   std::to_string(sh.b1) + "+" + std::to_string(sh.b2) + (sh.scaled ? " scaled" : ""));
-      BlockOpsData d(static_cast<uint64_t>(n * 131 + sh.a1 + 7 * sh.b2));
+                   std::to_string(sh.b1) + "+" + std::to_string(sh.b2) + "+" + std::to_string(sh.b3) +
+                   (sh.scaled ? " scaled" : ""));
+      BlockOpsData d(static_cast<uint64_t>(n * 131 + sh.a1 + 7 * sh.b2 + 3 * sh.b3));
       const std::vector<double> u1 = d.random(n * sh.a1), u2 = d.random(n * sh.a2), v1 = d.random(n * sh.b1),
-                                v2 = d.random(n * sh.b2), sc = d.random(n);
-      const int a = sh.a1 + sh.a2, b = sh.b1 + sh.b2;
-      DeviceArray<double> du1(u1), du2(u2), dv1(v1), dv2(v2), dsc(sc),
+                                v2 = d.random(n * sh.b2), v3 = d.random(n * sh.b3), sc = d.random(n);
+      const int a = sh.a1 + sh.a2, b = sh.b1 + sh.b2 + sh.b3;
+      DeviceArray<double> du1(u1), du2(u2), dv1(v1), dv2(v2), dv3(v3), dsc(sc),
           dout(std::vector<double>(static_cast<size_t>(a) * b, nan));
       BlockOpsWorkspace ws(32);
       const GramInputs g{du1.data(), sh.a1, sh.a2 ? du2.data() : nullptr, sh.a2, sh.scaled ? dsc.data() : nullptr,
-                         dv1.data(), sh.b1, sh.b2 ? dv2.data() : nullptr, sh.b2};
+                         dv1.data(), sh.b1, sh.b2 ? dv2.data() : nullptr, sh.b2, sh.b3 ? dv3.data() : nullptr, sh.b3};
       launch_block_gram(n, g, dout.data(), ws, 0);
       const std::vector<double> out = dout.download();
       for (int l = 0; l < a; ++l)
@@ -255,7 +258,9 @@ TEST(BlockOps, GramMatchesHostLoops) {
           long double ref = 0, mag = 0;
           for (int64_t i = 0; i < n; ++i) {
             const long double x = l < sh.a1 ? u1[i * sh.a1 + l] : u2[i * sh.a2 + (l - sh.a1)] * (sh.scaled ? sc[i] : 1.0);
-            const long double y = c < sh.b1 ? v1[i * sh.b1 + c] : v2[i * sh.b2 + (c - sh.b1)];
+            const long double y = c < sh.b1          ? v1[i * sh.b1 + c]
+                                  : c < sh.b1 + sh.b2 ? v2[i * sh.b2 + (c - sh.b1)]
+                                                      : v3[i * sh.b3 + (c - sh.b1 - sh.b2)];
             ref += x * y;
             mag += std::abs(x * y);
           }
