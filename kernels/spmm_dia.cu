@@ -1,6 +1,7 @@
 // spmm-dia: SpMM on diagonal storage, the format-based SpMM for banded (stencil) matrices.
 // Work mapping: a thread owns one row and 2 adjacent columns, or 4 when K % 4 == 0 and K >= 8 (16-byte X
-// loads and Y stores); the threads of a row are consecutive, so for each diagonal a warp reads whole
+// loads and Y stores; from K = 32 on, two interleaved pairs, so each load instruction of a row's threads reads
+// one whole line); the threads of a row are consecutive, so for each diagonal a warp reads whole
 // consecutive rows of the row-major X (contiguous, coalesced, no column indices at all) and the diagonal value
 // is one broadcast load.
 // Grid stride over steps of rows with only as many blocks as are resident at once, so the GPU sweeps X and the
@@ -25,6 +26,10 @@ struct SpmmDiaTuning {
   static constexpr int threads = 256;
   static constexpr int batch = 4;    // diagonals whose loads are in flight together
   static constexpr int quad_min_columns = 8;  // 4 columns per thread from this K on (K % 4 == 0)
+  // Interleaved 16-byte pieces from this K on (rows of 2+ lines). H100, same run (with the batch loop unrolled
+  // twice, as ptxas does on its own for the contiguous mapping): 27-pt 100^3 k = 32 549 -> 436 us, 7-pt 128^3
+  // k = 32 unchanged (476-477 us); at k = 16 it was slower (7-pt 248 -> 260 us, 27-pt 289 -> 293 us).
+  static constexpr int interleave_min_columns = 32;
   static constexpr int min_blocks_per_sm_quad = 4;  // register cap 64 for 4 columns (48 spilled)
   static constexpr int min_blocks_per_sm = 5;  // register cap 48: a batch without spills (ptxas capped at 40 and spilled)
   static constexpr int max_diagonals = 256;
@@ -34,7 +39,7 @@ struct SpmmDiaTuning {
 // CW adjacent columns per thread: 2, or 4 (Vec2 and K % 4 == 0) so a warp covers twice the rows and the
 // +-1 diagonals of neighbouring rows find more of their X rows already in L1 (H100, k = 16: 7-pt 319 -> 272 us,
 // 27-pt 317 -> 290 us; 8 columns per thread was slower: 302-312 us and 473 us).
-template <bool Vec2, int CW>
+template <bool Vec2, int CW, bool Interleave>
 __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTuning::min_blocks_per_sm_quad : SpmmDiaTuning::min_blocks_per_sm)
     spmm_dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, int min_offset, int max_offset,
                     const double* __restrict__ val, const double* __restrict__ X, int ld, int K, double alpha,
@@ -43,8 +48,13 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
   for (int d = threadIdx.x; d < diagonals; d += blockDim.x) s_off[d] = offsets[d];
   __syncthreads();
   const int groups = (K + CW - 1) / CW, rows_per_step = blockDim.x / groups;
-  const int local_row = threadIdx.x / groups, c0 = CW * (threadIdx.x % groups);
+  const int lane_in_row = threadIdx.x % groups, local_row = threadIdx.x / groups, c0 = CW * lane_in_row;
   if (local_row >= rows_per_step) return;
+  // The thread's 16-byte piece h is double2 number first + piece(h) of the row: columns c0 + 2 h, or
+  // interleaved (4 columns per thread, K = 4 groups) 2 l + 2 groups h, so the threads of a row read 16 groups
+  // contiguous bytes per load instruction: one line of a 2-line row instead of half of each.
+  const int first = Interleave ? 0 : c0;
+  auto piece = [&](int h) { return Interleave ? lane_in_row + groups * h : h; };
   const bool full = c0 + CW <= K;  // every column of the thread exists (always, when K % CW == 0)
   const int64_t interior_begin = min_offset < 0 ? -min_offset : 0;
   const int64_t interior_end = int64_t{cols} - (max_offset > 0 ? max_offset : 0);
@@ -53,11 +63,11 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
     double acc[CW] = {};
     auto add = [&](int d, int64_t j) {
       const double w = dev::load_stream(val + int64_t{d} * rows + row);
-      const double* xr = X + j * ld + c0;
+      const double* xr = X + j * ld + first;
       if (Vec2 && full) {
 #pragma unroll
         for (int h = 0; h < CW / 2; ++h) {
-          const double2 xv = __ldg(reinterpret_cast<const double2*>(xr) + h);
+          const double2 xv = __ldg(reinterpret_cast<const double2*>(xr) + piece(h));
           acc[2 * h] = fma(w, xv.x, acc[2 * h]), acc[2 * h + 1] = fma(w, xv.y, acc[2 * h + 1]);
         }
       } else {
@@ -79,9 +89,9 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
           for (int u = 0; u < U; ++u) {
             const bool on = !decltype(tail)::value || d + u < diagonals;
             w[u] = on ? dev::load_stream(val + int64_t{d + u} * rows + row) : 0.0;
-            const double2* xr = reinterpret_cast<const double2*>(X + (row + (on ? s_off[d + u] : 0)) * ld + c0);
+            const double2* xr = reinterpret_cast<const double2*>(X + (row + (on ? s_off[d + u] : 0)) * ld + first);
 #pragma unroll
-            for (int h = 0; h < CW / 2; ++h) xv[u][h] = on ? __ldg(xr + h) : make_double2(0.0, 0.0);
+            for (int h = 0; h < CW / 2; ++h) xv[u][h] = on ? __ldg(xr + piece(h)) : make_double2(0.0, 0.0);
           }
 #pragma unroll
           for (int u = 0; u < U; ++u)
@@ -89,6 +99,7 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
             for (int h = 0; h < CW / 2; ++h)
               acc[2 * h] = fma(w[u], xv[u][h].x, acc[2 * h]), acc[2 * h + 1] = fma(w[u], xv[u][h].y, acc[2 * h + 1]);
         };
+#pragma unroll 2  // two batches per trip: without it the interleaved variant ran 7-pt k = 32 at 568 us, not 480
         for (; d + U <= diagonals; d += U) batch(std::false_type{});
         // The last diagonals as one predicated batch too: one at a time they each waited a full round trip
         // (H100, 7-pt 128^3: k = 16 274 -> 247 us, k = 32 508 -> 476 us; a batch of 8 was slower).
@@ -101,16 +112,17 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
         if (j >= 0 && j < cols) add(d, j);
       }
     }
-    double* y = Y + row * ld + c0;
+    double* y = Y + row * ld + first;
     if (Vec2 && full) {
 #pragma unroll
       for (int h = 0; h < CW / 2; ++h) {
+        double2* yp = reinterpret_cast<double2*>(y) + piece(h);
         double2 out = make_double2(alpha * acc[2 * h], alpha * acc[2 * h + 1]);
         if (beta != 0.0) {
-          const double2 old = reinterpret_cast<const double2*>(y)[h];
+          const double2 old = *yp;
           out.x = fma(beta, old.x, out.x), out.y = fma(beta, old.y, out.y);
         }
-        reinterpret_cast<double2*>(y)[h] = out;
+        *yp = out;
       }
     } else {
 #pragma unroll
@@ -132,9 +144,9 @@ class SpmmDia final : public SpmmOperator {
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
     const bool vec2 = ld % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
     const bool quad = vec2 && K % 4 == 0 && K >= SpmmDiaTuning::quad_min_columns;
-    auto launch = [&](auto vec, auto cw) {
+    auto launch = [&](auto vec, auto cw, auto interleave) {
       constexpr int CW = decltype(cw)::value;
-      const auto kernel = spmm_dia_kernel<decltype(vec)::value, CW>;
+      const auto kernel = spmm_dia_kernel<decltype(vec)::value, CW, decltype(interleave)::value>;
       const int rows_per_step = SpmmDiaTuning::threads / ((K + CW - 1) / CW);
       // One wave of resident blocks: a second wave would sweep the rows again and re-read X from DRAM
       // (ncu, 7-pt 128^3, k = 16: 644 MB read with 16 blocks per SM requested, 386 MB with one wave).
@@ -145,9 +157,12 @@ class SpmmDia final : public SpmmOperator {
                                                        dia_.min_offset, dia_.max_offset, dia_.values.data(), x, ld, K,
                                                        alpha, beta, y);
     };
-    if (quad) launch(std::true_type{}, std::integral_constant<int, 4>{});
-    else if (vec2) launch(std::true_type{}, std::integral_constant<int, 2>{});
-    else launch(std::false_type{}, std::integral_constant<int, 2>{});
+    using Quad = std::integral_constant<int, 4>;
+    using Pair = std::integral_constant<int, 2>;
+    if (quad && K >= SpmmDiaTuning::interleave_min_columns) launch(std::true_type{}, Quad{}, std::true_type{});
+    else if (quad) launch(std::true_type{}, Quad{}, std::false_type{});
+    else if (vec2) launch(std::true_type{}, Pair{}, std::false_type{});
+    else launch(std::false_type{}, Pair{}, std::false_type{});
     CHECK_LAUNCH("spmm-dia");
   }
 
