@@ -69,7 +69,7 @@ class AutoOperator final : public LinearOperator {
       why += "; fits in L2 (latency-bound): plain kernels short-listed too";
     }
     if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
-    else if (spmv.front() == "dia") spmm = {"spmm-dia", "spmm-cwm"};
+    else if (spmv.front() == "dia") spmm = {"spmm-dia-runs", "spmm-dia", "spmm-cwm"};
     else spmm = {"spmm-cwm", "spmm-crc"};
     expected_k_ = std::max(1, o.expected_k);
     // Lanes over entries wins on long or skewed rows at small k and loses on short regular ones: timed.

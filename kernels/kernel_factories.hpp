@@ -26,5 +26,6 @@ SPCG_FACTORY(make_spmm_swizzle);
 SPCG_FACTORY(make_spmm_split);
 SPCG_FACTORY(make_spmm_vector);
 SPCG_FACTORY(make_spmm_dia);
+SPCG_FACTORY(make_spmm_dia_runs);
 #undef SPCG_FACTORY
 }  // namespace spcg

@@ -24,6 +24,7 @@ const std::vector<KernelEntry>& kernel_registry() {
       {"spmm-split", F::spmm, "long rows split into pieces, deterministic combine", make_spmm_split},
       {"spmm-vector", F::spmm, "lanes over a row's entries, all of k <= 8 columns each (CSR-vector)", make_spmm_vector},
       {"spmm-dia", F::spmm, "diagonal storage, coalesced row-major X rows, 2 columns per thread", make_spmm_dia},
+      {"spmm-dia-runs", F::spmm, "diagonal storage, 4 rows per thread share the X rows of consecutive diagonals", make_spmm_dia_runs},
       {"cusparse-alg1", F::baseline, "cuSPARSE CSR SpMV ALG1 / SpMM ALG1 (baseline)", make_cusparse_alg1},
       {"cusparse-alg2", F::baseline, "cuSPARSE CSR SpMV ALG2 / SpMM ALG2 (baseline)", make_cusparse_alg2},
       {"cusparse-alg3", F::baseline, "cuSPARSE CSR SpMV ALG1 / SpMM ALG3 (baseline)", make_cusparse_spmm_alg3},

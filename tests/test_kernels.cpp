@@ -41,7 +41,7 @@ CsrMatrix from_triplets_random(int32_t rows, int32_t cols, uint64_t seed, double
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
                                     "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
-                                    "stencil7-random-40", "stencil27-random-30"};
+                                    "stencil7-random-40", "stencil27-random-30", "band-random-1000"};
   if (spcg::test::have_matrix_dir())
     for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
       names.push_back("file:" + e.path().filename().string());
@@ -70,6 +70,17 @@ CsrMatrix make_matrix(const std::string& name) {
     SplitMix64 rng(name.size());
     for (double& v : a.values) v = 2 * rng.uniform() - 1;
     return a;
+  }
+  // Runs of 2 and 3 consecutive diagonals and a long band cut into runs (spmm-dia-runs), random values.
+  if (name == "band-random-1000") {
+    const int32_t n = 1000;
+    std::vector<int32_t> ti, tj;
+    std::vector<double> tv;
+    SplitMix64 rng(1000);
+    for (int32_t i = 0; i < n; ++i)
+      for (int32_t o : {-41, -40, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 40, 41})
+        if (i + o >= 0 && i + o < n) ti.push_back(i), tj.push_back(i + o), tv.push_back(2 * rng.uniform() - 1);
+    return csr_from_triplets(n, n, ti, tj, tv);
   }
   if (name == "zero-nnz-40") {
     CsrMatrix a;
