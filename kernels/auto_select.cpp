@@ -19,7 +19,7 @@ namespace spcg {
 namespace {
 
 struct AutoTuning {
-  static constexpr int trial_runs = 5;
+  static constexpr int trial_runs = 9;
   // Matrices whose CSR bytes fit well inside L2 are launch-latency bound: formats barely matter there, the
   // plainest kernels often win by a microsecond, and trial timings need more repeats to rank them.
   static constexpr double latency_bound_bytes = 32.0 * (1 << 20);

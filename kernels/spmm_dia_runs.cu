@@ -12,8 +12,9 @@
 // still in L2 when the last diagonal reaches them). Boundary rows (some diagonal leaves the matrix) take the same
 // path with predicated loads. Moves 8 B per stored slot plus 16 n K for X and Y.
 // Measured (H100, docs/perf-notes.md): 27-pt 100^3 k = 16 289 -> 209 us against spmm-dia (67% -> 92% of copy),
-// k = 32 434 -> 377 us; 7-pt 128^3 k = 16 247 -> 238 us, k = 32 480 -> 456 us. R = 2 or 8, two runs of 3 batched,
-// and 768-thread blocks were no better overall.
+// k = 32 434 -> 377 us; 7-pt 128^3 k = 16 247 -> 238 us, k = 32 480 -> 456 us. No better overall: R = 2 or 8,
+// two runs of 3 batched, 768-thread blocks, 64 registers (spills), a preferred L1 carveout, and block steps
+// that tile several lines of the stencil's y stride so the +-y runs find their X rows in L1 (27-pt slower).
 // DIA: Bell & Garland, SC 2009; register blocking along the stencil's unit-stride direction as in stencil codes
 // (Datta et al., SC 2008); row-major panels with coalesced X rows as in GE-SpMM (Huang et al., SC 2020).
 #include <algorithm>
@@ -33,6 +34,10 @@ struct SpmmDiaRunsTuning {
   static constexpr int min_blocks_per_sm_scalar = 2;  // the scalar fallback spilled at 80
   static constexpr int max_diagonals = 256;
   static constexpr double max_fill = 1.5;  // stored slots over nonzeros, as dia
+  // Evict-first Y stores when the runs average fewer diagonals than this (streaming shapes such as the 7-point
+  // stencil). H100, same run: 7-pt 128^3 k = 8 146 -> 141 us, k = 32 445-458 -> 439-440 us; on the 27-point
+  // stencil (runs of 3) k = 32 went 376 -> 383 us, so it stays off there.
+  static constexpr double evict_first_y_max_run_mean = 2.0;
 };
 
 // Vec2: X, Y 16-byte aligned with even ld and K, and even row count (16-byte value pieces); otherwise scalar.
@@ -104,7 +109,7 @@ struct RunRows {
   }
 };
 
-template <int R, bool Vec2>
+template <int R, bool Vec2, bool EvictFirstY>
 __global__ void __launch_bounds__(SpmmDiaRunsTuning::threads, Vec2 ? SpmmDiaRunsTuning::min_blocks_per_sm
                                                                    : SpmmDiaRunsTuning::min_blocks_per_sm_scalar)
     spmm_dia_runs_kernel(int rows, int cols, int runs, const int* __restrict__ run_first, const int* __restrict__ offsets,
@@ -151,7 +156,8 @@ __global__ void __launch_bounds__(SpmmDiaRunsTuning::threads, Vec2 ? SpmmDiaRuns
           const double2 old = *reinterpret_cast<double2*>(y);
           out.x = fma(beta, old.x, out.x), out.y = fma(beta, old.y, out.y);
         }
-        *reinterpret_cast<double2*>(y) = out;
+        if (EvictFirstY) __stcs(reinterpret_cast<double2*>(y), out);
+        else *reinterpret_cast<double2*>(y) = out;
       } else {
         dev::store_y(y, alpha, acc[r].x, beta);
         if (c0 + 1 < K) dev::store_y(y + 1, alpha, acc[r].y, beta);
@@ -185,9 +191,9 @@ class SpmmDiaRuns final : public SpmmOperator {
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
     const bool vec2 = ld % 2 == 0 && K % 2 == 0 && rows_ % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
-    auto launch = [&](auto vec) {
+    auto launch = [&](auto vec, auto evict_first_y) {
       constexpr int R = SpmmDiaRunsTuning::rows_per_thread, T = SpmmDiaRunsTuning::threads;
-      const auto kernel = spmm_dia_runs_kernel<R, decltype(vec)::value>;
+      const auto kernel = spmm_dia_runs_kernel<R, decltype(vec)::value, decltype(evict_first_y)::value>;
       const int rows_per_step = T / ((K + 1) / 2) * R;
       const int64_t steps = (int64_t{rows_} + rows_per_step - 1) / rows_per_step;
       const int blocks = static_cast<int>(std::max<int64_t>(
@@ -195,8 +201,10 @@ class SpmmDiaRuns final : public SpmmOperator {
       kernel<<<blocks, T, 0, s>>>(rows_, cols_, runs_, run_first_.data(), dia_.offsets.data(), dia_.min_offset,
                                   dia_.max_offset, dia_.values.data(), x, ld, K, alpha, beta, y);
     };
-    if (vec2) launch(std::true_type{});
-    else launch(std::false_type{});
+    const bool streaming = dia_.diagonals < SpmmDiaRunsTuning::evict_first_y_max_run_mean * runs_;
+    if (vec2 && streaming) launch(std::true_type{}, std::true_type{});
+    else if (vec2) launch(std::true_type{}, std::false_type{});
+    else launch(std::false_type{}, std::false_type{});
     CHECK_LAUNCH("spmm-dia-runs");
   }
 
