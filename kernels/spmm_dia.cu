@@ -8,11 +8,11 @@
 // stripes together in one wave and the X rows shared by the diagonals (+-nx*ny apart) are still in L2 when the
 // last diagonal reaches them; the loads of a batch of diagonals are issued before their multiply-adds, and the
 // last diagonals form one predicated batch (7-pt: 4 + 3).
-// Measured (docs/perf-notes.md): one contiguous row range per block was 1.4x slower, register blocking over
-// 4 rows 1.8x slower, shared-memory windows of X rows per cluster of nearby diagonals (cp.async ring,
-// spmm-dia-window) no faster at k = 16 and 1.6x slower on 27-point, row chunks per block for L1 reuse of the
-// +-nx rows and 2 rows x 2 columns per thread (full-line loads) no faster; all dropped. Moves 8 B per stored slot plus
-// 16 n K for X and Y.
+// Measured (docs/perf-notes.md): one contiguous row range per block was 1.4x slower, a first register blocking over
+// 4 rows 1.8x slower (spmm-dia-runs does it with 16-byte value pieces and is faster from k = 8 on), shared-memory
+// windows of X rows per cluster of nearby diagonals (cp.async ring, spmm-dia-window) no faster at k = 16 and 1.6x
+// slower on 27-point, row chunks per block for L1 reuse of the +-nx rows and 2 rows x 2 columns per thread
+// (full-line loads) no faster; all dropped. Moves 8 B per stored slot plus 16 n K for X and Y.
 // DIA: Bell & Garland, SC 2009; row-major panels with coalesced X rows as in GE-SpMM (Huang et al., SC 2020).
 #include <algorithm>
 

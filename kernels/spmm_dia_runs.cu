@@ -12,9 +12,9 @@
 // still in L2 when the last diagonal reaches them). Boundary rows (some diagonal leaves the matrix) take the same
 // path with predicated loads. Moves 8 B per stored slot plus 16 n K for X and Y.
 // Measured (H100, docs/perf-notes.md): 27-pt 100^3 k = 16 289 -> 209 us against spmm-dia (67% -> 92% of copy),
-// k = 32 434 -> 377 us; 7-pt 128^3 k = 16 247 -> 238 us, k = 32 480 -> 456 us. No better overall: R = 2 or 8,
-// two runs of 3 batched, 768-thread blocks, 64 registers (spills), a preferred L1 carveout, passes of 16
-// columns at K = 32, and block steps that tile several lines of the stencil's y stride so the +-y runs find
+// k = 32 434 -> 378 us; 7-pt 128^3 k = 16 247 -> 236 us, k = 32 476 -> 441 us (with evict-first Y). No better overall:
+// R = 2 or 8, two runs of 3 batched, 768-thread blocks, 64 registers (spills), a preferred L1 carveout, passes of
+// 16 columns at K = 32, and block steps that tile several lines of the stencil's y stride so the +-y runs find
 // their X rows in L1 (27-pt slower).
 // DIA: Bell & Garland, SC 2009; register blocking along the stencil's unit-stride direction as in stencil codes
 // (Datta et al., SC 2008); row-major panels with coalesced X rows as in GE-SpMM (Huang et al., SC 2020).
