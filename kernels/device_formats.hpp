@@ -36,6 +36,7 @@ struct DeviceDia {
   int32_t rows = 0, cols = 0, diagonals = 0;
   int32_t min_offset = 0, max_offset = 0;  // rows in [-min_offset, cols - max_offset) need no bounds test
   bool symmetric = false;                  // only offsets >= 0 stored; offset -o of row i is offset o of row i - o
+  int64_t stride = 0;                      // diagonal d's values start at d * stride (rows, or rows padded)
   DeviceArray<int32_t> offsets;
   DeviceArray<double> values;
 };
@@ -44,12 +45,14 @@ DeviceCsr upload_csr(const CsrMatrix& a, SetupInfo& info);
 DeviceCoo upload_coo(const CooMatrix& c, SetupInfo& info);
 DeviceEll upload_ell(const EllMatrix& e, SetupInfo& info);
 DeviceSell upload_sell(const SellMatrix& s, SetupInfo& info);
-DeviceDia upload_dia(const DiaMatrix& d, SetupInfo& info);
+// `stride_multiple`: each diagonal's values padded to a multiple of this many rows (2 keeps 16-byte pieces of
+// every diagonal aligned when the row count is odd).
+DeviceDia upload_dia(const DiaMatrix& d, SetupInfo& info, int stride_multiple = 1);
 // CSR -> DIA -> device for a DIA kernel named `kernel`: refused (FormatRefused) past `max_fill` stored slots per
 // nonzero or `max_diagonals` diagonals; records conversion time and the format in info.
 // With `allow_symmetric`, a matrix whose diagonals mirror exactly keeps only its upper half.
 DeviceDia build_device_dia(const CsrMatrix& a, double max_fill, int max_diagonals, const std::string& kernel,
-                           SetupInfo& info, bool allow_symmetric = false);
+                           SetupInfo& info, bool allow_symmetric = false, int stride_multiple = 1);
 
 // Milliseconds since `start` (host clock), for setup phases.
 double elapsed_ms(const std::chrono::steady_clock::time_point& start);

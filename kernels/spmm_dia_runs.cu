@@ -41,10 +41,12 @@ struct SpmmDiaRunsTuning {
   static constexpr double evict_first_y_max_run_mean = 2.0;
 };
 
-// Vec2: X, Y 16-byte aligned with even ld and K, and even row count (16-byte value pieces); otherwise scalar.
+// Vec2: X, Y 16-byte aligned with even ld and K: 16-byte X, Y and value pieces (the diagonals are stored with an
+// even stride, so the R values of a diagonal are aligned pieces for any row count); otherwise scalar.
 template <int R, bool Vec2>
 struct RunRows {
   int rows, cols, K, ld;
+  int64_t stride;
   const double* __restrict__ val;
   const double* __restrict__ X;
 
@@ -70,7 +72,7 @@ struct RunRows {
     }
 #pragma unroll
     for (int u = 0; u < M; ++u) {
-      const double* v = val + int64_t{d0 + u} * rows + row0;
+      const double* v = val + (d0 + u) * stride + row0;
       if (Vec2) {
 #pragma unroll
         for (int r = 0; r < R; r += 2) {
@@ -114,8 +116,8 @@ template <int R, bool Vec2, bool EvictFirstY>
 __global__ void __launch_bounds__(SpmmDiaRunsTuning::threads, Vec2 ? SpmmDiaRunsTuning::min_blocks_per_sm
                                                                    : SpmmDiaRunsTuning::min_blocks_per_sm_scalar)
     spmm_dia_runs_kernel(int rows, int cols, int runs, const int* __restrict__ run_first, const int* __restrict__ offsets,
-                         int min_offset, int max_offset, const double* __restrict__ val, const double* __restrict__ X,
-                         int ld, int K, double alpha, double beta, double* __restrict__ Y) {
+                         int min_offset, int max_offset, const double* __restrict__ val, int64_t stride,
+                         const double* __restrict__ X, int ld, int K, double alpha, double beta, double* __restrict__ Y) {
   __shared__ int s_first[SpmmDiaRunsTuning::max_diagonals + 1], s_off[SpmmDiaRunsTuning::max_diagonals];
   for (int q = threadIdx.x; q <= runs; q += blockDim.x) s_first[q] = run_first[q];
   for (int d = threadIdx.x; d < run_first[runs]; d += blockDim.x) s_off[d] = offsets[d];
@@ -123,7 +125,7 @@ __global__ void __launch_bounds__(SpmmDiaRunsTuning::threads, Vec2 ? SpmmDiaRuns
   const int groups = (K + 1) / 2, slots = blockDim.x / groups;
   const int lane = threadIdx.x % groups, slot = threadIdx.x / groups, c0 = 2 * lane;
   if (slot >= slots) return;
-  const RunRows<R, Vec2> rr{rows, cols, K, ld, val, X};
+  const RunRows<R, Vec2> rr{rows, cols, K, ld, stride, val, X};
   const int64_t interior_begin = min_offset < 0 ? -min_offset : 0;
   const int64_t interior_end = std::min<int64_t>(rows, int64_t{cols} - (max_offset > 0 ? max_offset : 0));
   const int64_t step = int64_t{slots} * gridDim.x * R;
@@ -180,7 +182,7 @@ std::vector<int32_t> cut_runs(const std::vector<int32_t>& offsets) {
 class SpmmDiaRuns final : public SpmmOperator {
  public:
   SpmmDiaRuns(const CsrMatrix& a) : SpmmOperator(a) {
-    dia_ = build_device_dia(a, SpmmDiaRunsTuning::max_fill, SpmmDiaRunsTuning::max_diagonals, name(), info_);
+    dia_ = build_device_dia(a, SpmmDiaRunsTuning::max_fill, SpmmDiaRunsTuning::max_diagonals, name(), info_, false, 2);
     const std::vector<int32_t> first = cut_runs(dia_.offsets.download());
     runs_ = static_cast<int>(first.size()) - 1;
     run_first_ = DeviceArray<int32_t>(first, "spmm-dia-runs runs");
@@ -190,7 +192,7 @@ class SpmmDiaRuns final : public SpmmOperator {
 
  protected:
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
-    const bool vec2 = ld % 2 == 0 && K % 2 == 0 && rows_ % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+    const bool vec2 = ld % 2 == 0 && K % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
     auto launch = [&](auto vec, auto evict_first_y) {
       constexpr int R = SpmmDiaRunsTuning::rows_per_thread, T = SpmmDiaRunsTuning::threads;
@@ -200,7 +202,7 @@ class SpmmDiaRuns final : public SpmmOperator {
       const int blocks = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(steps, resident_blocks(reinterpret_cast<const void*>(kernel), T))));
       kernel<<<blocks, T, 0, s>>>(rows_, cols_, runs_, run_first_.data(), dia_.offsets.data(), dia_.min_offset,
-                                  dia_.max_offset, dia_.values.data(), x, ld, K, alpha, beta, y);
+                                  dia_.max_offset, dia_.values.data(), dia_.stride, x, ld, K, alpha, beta, y);
     };
     const bool streaming = dia_.diagonals < SpmmDiaRunsTuning::evict_first_y_max_run_mean * runs_;
     if (vec2 && streaming) launch(std::true_type{}, std::true_type{});
