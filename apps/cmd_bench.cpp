@@ -129,7 +129,7 @@ std::string device_name() {
   int d = 0;
   CHECK_CUDA(cudaGetDevice(&d));
   CHECK_CUDA(cudaGetDeviceProperties(&p, d));
-  char s[256];
+  char s[sizeof(cudaDeviceProp::name) + 64];  // the name plus the SM and L2 figures
   std::snprintf(s, sizeof s, "%s (%d SMs, %.0f MB L2)", p.name, p.multiProcessorCount, p.l2CacheSize / 1e6);
   return s;
 }
