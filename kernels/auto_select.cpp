@@ -73,7 +73,7 @@ class AutoOperator final : public LinearOperator {
     else spmm = {"spmm-cwm", "spmm-crc"};
     expected_k_ = std::max(1, o.expected_k);
     // Lanes over entries wins on long or skewed rows at small k and loses on short regular ones: timed.
-    if (spmv.front() != "dia" && expected_k_ <= 8) spmm.push_back("spmm-vector");
+    if (spmv.front() != "dia" && expected_k_ <= 16) spmm.push_back("spmm-vector");
     const auto t0 = std::chrono::steady_clock::now();
     spmv_ = pick(spmv, a, o, 1, why, o.autotune);
     if (expected_k_ > 1) {

@@ -1,13 +1,15 @@
 // spmm-vector: CSR-vector (Bell & Garland, SC 2009) carried over to narrow blocks: the lanes of a group split a
 // row's entries instead of its columns. Lane l of L takes entries begin + l + L i, U at a time, and accumulates
-// all K <= 8 columns of every X row it gathers (8 K bytes: whole 32-byte sectors used); the L lanes then add
-// their partial rows by butterfly shuffles and lane j writes column j. Rows longer than piece_entries are cut
-// into pieces (spmm_pieces: partial rows, deterministic second pass), so a power-law tail does not serialise a
-// group. Wider blocks go through in panels of 8 columns, each one sweep over A.
+// all K <= 16 columns of every X row it gathers (8 K bytes: whole 32-byte sectors used); the L lanes then add
+// their partial rows by butterfly shuffles and lane l writes columns l, l + L, .... Rows longer than
+// piece_entries are cut into pieces (spmm_pieces: partial rows, deterministic second pass), so a power-law tail
+// does not serialise a group. Wider blocks go through in panels of 16 columns, each one sweep over A.
 // Why: with lanes over columns (spmm-split, GE-SpMM's mapping) K = 4 leaves 2 lanes per row, each waiting on one
 // gather after another; H100, power-law 1M, k = 4: 298 us vs 570 us (cuSPARSE ALG1 367 us). On short regular
 // rows it loses (7-pt k = 8: 510 vs 248 us): every lane gathers its own X row, so a warp load touches ~4x more
-// lines; auto times it against the others.
+// lines; auto times it against the others. Panels of 16 rather than 8 (one 128-byte X row per gather, one
+// sweep over A at k = 16): power-law 1M, k = 12 / 16 / 32 887 / 907 / 1852 -> 735 / 816 / 1642 us (k = 12 now
+// level with cuSPARSE ALG3, 737 us); two entries in flight per lane at K = 16 (120 registers) were slower.
 #include <algorithm>
 
 #include "kernel_factories.hpp"
@@ -18,8 +20,8 @@ namespace spcg {
 namespace {
 
 struct VectorTuning {
-  static constexpr int lanes = 8;           // per work item; >= max_columns, so lane j can store column j
-  static constexpr int max_columns = 8;     // per launch
+  static constexpr int lanes = 8;           // per work item; lane l stores columns l, l + 8, ...
+  static constexpr int max_columns = 16;    // per launch
   static constexpr int gathered = 16;       // X values per lane in flight: KMAX x entries (at most 4)
   static constexpr int piece_entries = 256;
 };
@@ -60,18 +62,23 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 #pragma unroll
       for (int j = 0; j < KMAX; ++j) acc[j] = fma(v[u], x[u][j], acc[j]);
   }
-  // Every lane ends with the whole row; lane j keeps column j (a select, not an indexed register).
-  double mine = 0.0;
+  // Every lane ends with the whole row; lane l keeps columns l + L i (a select, not an indexed register).
+  constexpr int KEEP = KMAX > L ? KMAX / L : 1;
+  double mine[KEEP] = {};
 #pragma unroll
   for (int j = 0; j < KMAX; ++j) {
     double t = acc[j];
 #pragma unroll
     for (int off = L / 2; off > 0; off /= 2) t += __shfl_xor_sync(mask, t, off, L);
-    if (j == lane) mine = t;
+    if (j % L == lane) mine[j / L] = t;
   }
-  if (lane >= K) return;
-  if (w.w < 0) dev::store_y(Y + int64_t{w.x} * ld + lane, alpha, mine, beta);
-  else partial[int64_t{w.w} * K + lane] = mine;
+#pragma unroll
+  for (int i = 0; i < KEEP; ++i) {
+    const int c = lane + L * i;
+    if (c >= K) break;
+    if (w.w < 0) dev::store_y(Y + int64_t{w.x} * ld + c, alpha, mine[i], beta);
+    else partial[int64_t{w.w} * K + c] = mine[i];
+  }
 }
 
 class SpmmVector final : public SpmmOperator {
@@ -105,7 +112,8 @@ class SpmmVector final : public SpmmOperator {
     };
     if (K <= 2) launch(std::integral_constant<int, 2>{});
     else if (K <= 4) launch(std::integral_constant<int, 4>{});
-    else launch(std::integral_constant<int, 8>{});
+    else if (K <= 8) launch(std::integral_constant<int, 8>{});
+    else launch(std::integral_constant<int, 16>{});
     CHECK_LAUNCH("spmm-vector");
     pieces_.combine(K, ld, alpha, beta, y, s);
   }
