@@ -45,8 +45,9 @@ constexpr int gathers_in_flight() {
 // acc[t * CW + c] += sum over entries p in [begin, end) of val[p] * X[col[p], (lane + G t) CW + c].
 // Each lane loads U entries per chunk of G * U, and the X rows of U entries are gathered together before their
 // multiply-adds, so U gathers per lane are in flight instead of one (short rows with few lanes per row
-// otherwise wait a full L2 round trip per entry).
-template <int G, int CW, int MAXT, int U = gathers_in_flight<G>()>
+// otherwise wait a full L2 round trip per entry). E > 1 also takes E consecutive entries of the chunk per step
+// (E gathers per group in flight where the group is wide and U = 1).
+template <int G, int CW, int MAXT, int U = gathers_in_flight<G>(), int E = 1>
 __device__ __forceinline__ void spmm_accumulate(int begin, int end, const int* __restrict__ col,
                                                 const double* __restrict__ val, const double* __restrict__ X, int ld,
                                                 int K, bool vec2, double (&acc)[MAXT * CW]) {
@@ -62,35 +63,38 @@ __device__ __forceinline__ void spmm_accumulate(int begin, int end, const int* _
       if (p < end) c[u] = load_stream(col + p), v[u] = load_stream(val + p);
     }
     const int lanes_used = min(G, end - base);
-    for (int e = 0; e < lanes_used; ++e) {  // entries base + u G + e, u = 0..U-1
-      double xv[U][MAXT][CW];
-      double ve[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int ce = __shfl_sync(mask, c[u], e, G);
-        ve[u] = __shfl_sync(mask, v[u], e, G);
-        const bool on = u == 0 || base + u * G + e < end;  // group-uniform
-        const double* xr = X + static_cast<int64_t>(ce) * ld;
-#pragma unroll
-        for (int t = 0; t < MAXT; ++t) {
-          const int j = (lane + G * t) * CW;
-          if constexpr (CW == 2) {
-            if (vec2 && j + 1 < K) {  // one 16-byte load
-              const double2 x2 = on ? __ldg(reinterpret_cast<const double2*>(xr + j)) : make_double2(0.0, 0.0);
-              xv[u][t][0] = x2.x, xv[u][t][1] = x2.y;
-              continue;
-            }
-          }
-#pragma unroll
-          for (int q = 0; q < CW; ++q) xv[u][t][q] = on && j + q < K ? __ldg(xr + j + q) : 0.0;
-        }
-      }
+    for (int e0 = 0; e0 < lanes_used; e0 += E) {  // entries base + u G + e0 + f, u < U, f < E
+      double xv[U * E][MAXT][CW];
+      double ve[U * E];
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
+        for (int f = 0; f < E; ++f) {
+          const int e = e0 + f, i = u * E + f;
+          const int ce = __shfl_sync(mask, c[u], e, G);
+          ve[i] = __shfl_sync(mask, v[u], e, G);
+          const bool on = (u == 0 || base + u * G + e < end) && (f == 0 || e < lanes_used);  // group-uniform
+          const double* xr = X + static_cast<int64_t>(ce) * ld;
+#pragma unroll
+          for (int t = 0; t < MAXT; ++t) {
+            const int j = (lane + G * t) * CW;
+            if constexpr (CW == 2) {
+              if (vec2 && j + 1 < K) {  // one 16-byte load
+                const double2 x2 = on ? __ldg(reinterpret_cast<const double2*>(xr + j)) : make_double2(0.0, 0.0);
+                xv[i][t][0] = x2.x, xv[i][t][1] = x2.y;
+                continue;
+              }
+            }
+#pragma unroll
+            for (int q = 0; q < CW; ++q) xv[i][t][q] = on && j + q < K ? __ldg(xr + j + q) : 0.0;
+          }
+        }
+#pragma unroll
+      for (int i = 0; i < U * E; ++i)
+#pragma unroll
         for (int t = 0; t < MAXT; ++t)
 #pragma unroll
-          for (int q = 0; q < CW; ++q) acc[t * CW + q] += ve[u] * xv[u][t][q];
+          for (int q = 0; q < CW; ++q) acc[t * CW + q] += ve[i] * xv[i][t][q];
     }
   }
 }

@@ -16,10 +16,15 @@ struct SplitTuning {
   static constexpr int split_entries = 256;
   static constexpr int columns_per_lane = 2;
   static constexpr int max_passes = 2;
+  // Groups of >= 4 lanes (k >= 8) take two consecutive entries of a row at a time, so two X-row gathers are in
+  // flight per group. H100, power-law 1M, same run: k = 8 / 16 / 32 638 / 797 / 1222 -> 567 / 721 / 1140 us
+  // (cuSPARSE ALG3 623 / 699 / 1374); four at a time were slower (662 / 870 / 1320), and narrower groups
+  // already gather several entries per lane (spmm_accumulate's U), where this doubled the time.
+  static constexpr int two_entries_min_group = 4;
 };
 
 // item: {row, begin, end, slot}; slot < 0: whole row, write Y; slot >= 0: write partial[slot * K + j].
-template <int G>
+template <int G, int E>
 __global__ void __launch_bounds__(SpmmTuning::threads)
     spmm_split_kernel(int items, int K, int ld, bool vec2, const int4* __restrict__ work, const int* __restrict__ col,
                       const double* __restrict__ val, const double* __restrict__ X, double alpha, double beta,
@@ -28,7 +33,8 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
   if (item >= items) return;
   const int4 w = work[item];
   double acc[SplitTuning::max_passes * SplitTuning::columns_per_lane] = {};
-  dev::spmm_accumulate<G, SplitTuning::columns_per_lane, SplitTuning::max_passes>(w.y, w.z, col, val, X, ld, K, vec2, acc);
+  dev::spmm_accumulate<G, SplitTuning::columns_per_lane, SplitTuning::max_passes, dev::gathers_in_flight<G>(), E>(
+      w.y, w.z, col, val, X, ld, K, vec2, acc);
   if (w.w < 0) {
     dev::spmm_store<G, SplitTuning::columns_per_lane, SplitTuning::max_passes>(Y + int64_t{w.x} * ld, K, alpha, beta, acc);
   } else {
@@ -55,7 +61,8 @@ class SpmmSplit final : public SpmmOperator {
     dispatch_group_width(g, [&](auto gc) {
       constexpr int G = decltype(gc)::value;
       const int64_t blocks = (int64_t{pieces_.items} * G + SpmmTuning::threads - 1) / SpmmTuning::threads;
-      spmm_split_kernel<G><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
+      constexpr int E = G >= SplitTuning::two_entries_min_group ? 2 : 1;
+      spmm_split_kernel<G, E><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
           pieces_.items, K, ld, vec2, pieces_.work.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y,
           partial);
     });
