@@ -10,6 +10,10 @@ namespace {
 struct CwmTuning {
   static constexpr int columns_per_lane = 2;
   static constexpr int max_passes = 2;  // 128 / (32 * 2)
+  // Two consecutive entries per step for groups of >= 4 lanes (as spmm-split). H100, same run: 7-pt 128^3 and
+  // aniso3d 128^3 k = 16 / 32 405 / 765 -> 397 / 745 us, k = 8 unchanged. spmm-crc and spmm-swizzle got slower
+  // with it on those matrices (k = 8: 358 -> 463 us, 260 -> 278 us) and keep one.
+  static constexpr int two_entries_min_group = 4;
 };
 
 template <int G>
@@ -20,8 +24,9 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
   const int row = static_cast<int>((int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / G);
   if (row >= rows) return;
   double acc[CwmTuning::max_passes * CwmTuning::columns_per_lane] = {};
-  dev::spmm_accumulate<G, CwmTuning::columns_per_lane, CwmTuning::max_passes>(row_ptr[row], row_ptr[row + 1], col, val,
-                                                                               X, ld, K, vec2, acc);
+  constexpr int E = G >= CwmTuning::two_entries_min_group ? 2 : 1;
+  dev::spmm_accumulate<G, CwmTuning::columns_per_lane, CwmTuning::max_passes, dev::gathers_in_flight<G>(), E>(
+      row_ptr[row], row_ptr[row + 1], col, val, X, ld, K, vec2, acc);
   dev::spmm_store<G, CwmTuning::columns_per_lane, CwmTuning::max_passes>(Y + int64_t{row} * ld, K, alpha, beta, acc);
 }
 
