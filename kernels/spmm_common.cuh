@@ -72,8 +72,9 @@ __device__ __forceinline__ void spmm_accumulate(int begin, int end, const int* _
         for (int f = 0; f < E; ++f) {
           const int e = e0 + f, i = u * E + f;
           const int ce = __shfl_sync(mask, c[u], e, G);
-          ve[i] = __shfl_sync(mask, v[u], e, G);
+          const double vs = __shfl_sync(mask, v[u], e, G);
           const bool on = (u == 0 || base + u * G + e < end) && (f == 0 || e < lanes_used);  // group-uniform
+          ve[i] = on ? vs : 0.0;  // e >= lanes_used wraps to another lane's entry
           const double* xr = X + static_cast<int64_t>(ce) * ld;
 #pragma unroll
           for (int t = 0; t < MAXT; ++t) {
