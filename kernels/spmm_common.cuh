@@ -79,10 +79,14 @@ __device__ __forceinline__ void spmm_accumulate(int begin, int end, const int* _
 #pragma unroll
           for (int t = 0; t < MAXT; ++t) {
             const int j = (lane + G * t) * CW;
-            if constexpr (CW == 2) {
-              if (vec2 && j + 1 < K) {  // one 16-byte load
-                const double2 x2 = on ? __ldg(reinterpret_cast<const double2*>(xr + j)) : make_double2(0.0, 0.0);
-                xv[i][t][0] = x2.x, xv[i][t][1] = x2.y;
+            if constexpr (CW == 2 || CW == 4) {
+              if (vec2 && j + CW - 1 < K) {  // 16-byte loads
+#pragma unroll
+                for (int h = 0; h < CW; h += 2) {
+                  const double2 x2 =
+                      on ? __ldg(reinterpret_cast<const double2*>(xr + j + h)) : make_double2(0.0, 0.0);
+                  xv[i][t][h] = x2.x, xv[i][t][h + 1] = x2.y;
+                }
                 continue;
               }
             }
