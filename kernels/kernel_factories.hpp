@@ -16,6 +16,7 @@ SPCG_FACTORY(make_sell_sorted);
 SPCG_FACTORY(make_dia);
 SPCG_FACTORY(make_coo);
 SPCG_FACTORY(make_hyb);
+SPCG_FACTORY(make_csr_sym);
 SPCG_FACTORY(make_cusparse_alg1);
 SPCG_FACTORY(make_cusparse_alg2);
 SPCG_FACTORY(make_cusparse_spmm_alg3);

@@ -11,26 +11,12 @@
 #include "device_formats.hpp"
 #include "device_utils.cuh"
 #include "kernel_factories.hpp"
+#include "row_blocks.hpp"
 
 namespace spcg {
 namespace {
 
-struct CsrAdaptiveTuning {
-  static constexpr int threads = 256;
-  static constexpr int tile_entries = 1024;  // shared-memory products per row block (8 KiB)
-  static constexpr int max_rows = threads;   // every row of a block gets at least one thread
-  static constexpr int piece_entries = 2048; // long rows: entries per block (8 per thread)
-  static constexpr int unroll = 4;           // independent loads in flight per thread on long rows
-};
-
-// A block is either a run of short rows [first, last) (slot < 0) or piece `piece` of long row `first`,
-// entries [nz_begin, nz_end), whose partial sums live at partials[partial_offset[slot] + piece].
-struct RowBlock {
-  int first, last, nz_begin, nz_end, slot, piece;
-};
-struct LongRowSlot {
-  int pieces, partial_offset;
-};
+using CsrAdaptiveTuning = RowBlockTuning;
 
 template <int W>
 __device__ __forceinline__ void stream_rows(int first_row, int rows_in_block, const int* __restrict__ row_ptr,
@@ -110,48 +96,11 @@ __global__ void __launch_bounds__(CsrAdaptiveTuning::threads)
   }
 }
 
-// Greedy binning: extend the block while the entries fit the tile and there are threads for the rows; a row
-// longer than the tile becomes ceil(length / piece_entries) pieces.
-struct Binning {
-  std::vector<RowBlock> blocks;
-  std::vector<LongRowSlot> slots;
-  int partials = 0;
-};
-Binning make_row_blocks(const CsrMatrix& a) {
-  Binning b;
-  int32_t first = 0;
-  while (first < a.rows) {
-    int32_t last = first;
-    int64_t entries = 0;
-    while (last < a.rows && last - first < CsrAdaptiveTuning::max_rows &&
-           entries + a.row_length(last) <= CsrAdaptiveTuning::tile_entries) {
-      entries += a.row_length(last);
-      ++last;
-    }
-    if (last > first) {
-      b.blocks.push_back({first, last, a.row_ptr[first], a.row_ptr[last], -1, 0});
-    } else {  // one long row
-      last = first + 1;
-      const int length = a.row_length(first);
-      const int pieces = (length + CsrAdaptiveTuning::piece_entries - 1) / CsrAdaptiveTuning::piece_entries;
-      const int slot = static_cast<int>(b.slots.size());
-      b.slots.push_back({pieces, b.partials});
-      b.partials += pieces;
-      for (int q = 0; q < pieces; ++q) {
-        const int begin = a.row_ptr[first] + q * CsrAdaptiveTuning::piece_entries;
-        b.blocks.push_back({first, last, begin, std::min(begin + CsrAdaptiveTuning::piece_entries, a.row_ptr[last]), slot, q});
-      }
-    }
-    first = last;
-  }
-  return b;
-}
-
 class CsrAdaptive final : public SpmvOperator {
  public:
   CsrAdaptive(const CsrMatrix& a) : SpmvOperator(a) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Binning bins = make_row_blocks(a);
+    const RowBinning bins = make_row_blocks(a.row_ptr, a.rows);
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "csr+rowblocks";
     blocks_ = static_cast<int>(bins.blocks.size());

@@ -196,6 +196,78 @@ CsrMatrix dia_to_csr(const DiaMatrix& d) {
   return a;
 }
 
+SymmetricCsr csr_to_symmetric(const CsrMatrix& a) {
+  if (a.rows != a.cols)
+    throw FormatRefused("symmetric CSR refused: matrix is " + std::to_string(a.rows) + " x " + std::to_string(a.cols));
+  SymmetricCsr s;
+  s.upper.rows = s.upper.cols = a.rows;
+  s.upper.row_ptr.assign(static_cast<size_t>(a.rows) + 1, 0);
+  s.diagonal.assign(static_cast<size_t>(a.rows), 0.0);
+  // The strictly lower entries transposed: row c of `mirror` lists (i, A(i, c)) for i > c, in increasing i
+  // because rows are visited in order. A is symmetric exactly when this equals the strict upper triangle.
+  std::vector<int32_t> mirror_ptr(static_cast<size_t>(a.rows) + 1, 0);
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+      const int32_t c = a.col_idx[p];
+      if (c < i) ++mirror_ptr[c + 1];
+      else if (c > i) ++s.upper.row_ptr[i + 1];
+      else s.diagonal[i] = a.values[p];
+    }
+  for (int32_t i = 0; i < a.rows; ++i) {
+    mirror_ptr[i + 1] += mirror_ptr[i];
+    s.upper.row_ptr[i + 1] += s.upper.row_ptr[i];
+  }
+  if (mirror_ptr != s.upper.row_ptr)
+    throw FormatRefused("symmetric CSR refused: the sparsity pattern is not symmetric");
+  std::vector<int32_t> mirror_col(static_cast<size_t>(mirror_ptr.back())), fill(mirror_ptr.begin(), mirror_ptr.end() - 1);
+  std::vector<double> mirror_val(mirror_col.size());
+  s.upper.col_idx.reserve(mirror_col.size());
+  s.upper.values.reserve(mirror_col.size());
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+      const int32_t c = a.col_idx[p];
+      if (c < i) {
+        mirror_col[fill[c]] = i, mirror_val[fill[c]] = a.values[p];
+        ++fill[c];
+      } else if (c > i) {
+        s.upper.col_idx.push_back(c), s.upper.values.push_back(a.values[p]);
+      }
+    }
+  for (size_t q = 0; q < mirror_col.size(); ++q)
+    if (mirror_col[q] != s.upper.col_idx[q] || mirror_val[q] != s.upper.values[q]) {
+      const auto row = std::upper_bound(s.upper.row_ptr.begin(), s.upper.row_ptr.end(), static_cast<int32_t>(q)) -
+                       s.upper.row_ptr.begin() - 1;
+      throw FormatRefused("symmetric CSR refused: A(" + std::to_string(row) + ", " + std::to_string(s.upper.col_idx[q]) +
+                          ") has no equal mirror entry");
+    }
+  return s;
+}
+
+CsrMatrix symmetric_to_csr(const SymmetricCsr& s) {
+  const CsrMatrix& u = s.upper;
+  CsrMatrix a;
+  a.rows = a.cols = u.rows;
+  a.row_ptr.assign(static_cast<size_t>(u.rows) + 1, 0);
+  std::vector<int32_t> lower_count(static_cast<size_t>(u.rows), 0);
+  for (int32_t i = 0; i < u.rows; ++i)
+    for (int32_t p = u.row_ptr[i]; p < u.row_ptr[i + 1]; ++p) ++lower_count[u.col_idx[p]];
+  for (int32_t i = 0; i < u.rows; ++i)
+    a.row_ptr[i + 1] = a.row_ptr[i] + lower_count[i] + (s.diagonal[i] != 0.0) + u.row_length(i);
+  a.col_idx.resize(static_cast<size_t>(a.row_ptr.back()));
+  a.values.resize(a.col_idx.size());
+  std::vector<int32_t> next(a.row_ptr.begin(), a.row_ptr.end() - 1);
+  for (int32_t i = 0; i < u.rows; ++i) {  // row i's lower part arrives from rows r < i, in increasing r
+    if (s.diagonal[i] != 0.0) a.col_idx[next[i]] = i, a.values[next[i]++] = s.diagonal[i];
+    for (int32_t p = u.row_ptr[i]; p < u.row_ptr[i + 1]; ++p) {
+      const int32_t c = u.col_idx[p];
+      a.col_idx[next[c]] = i, a.values[next[c]++] = u.values[p];
+    }
+    for (int32_t p = u.row_ptr[i]; p < u.row_ptr[i + 1]; ++p)
+      a.col_idx[next[i]] = u.col_idx[p], a.values[next[i]++] = u.values[p];
+  }
+  return a;
+}
+
 int32_t hyb_default_width(const CsrMatrix& a) {
   if (a.rows == 0) return 0;
   int32_t max_len = 0;

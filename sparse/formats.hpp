@@ -52,6 +52,13 @@ struct DiaMatrix {
   std::vector<double> values;
 };
 
+// A symmetric matrix as its strict upper triangle (CSR, columns > row) plus the diagonal: the lower triangle
+// is the upper one transposed, so half the off-diagonal entries are stored.
+struct SymmetricCsr {
+  CsrMatrix upper;               // square, rows == cols, only entries with column > row
+  std::vector<double> diagonal;  // rows entries, 0 where A has no stored diagonal entry
+};
+
 // HYB (Bell & Garland 2009): ELL of `ell.width` per row plus the rest of each long row in COO.
 struct HybMatrix {
   EllMatrix ell;
@@ -74,6 +81,11 @@ bool dia_is_symmetric(const DiaMatrix& d);
 // The diagonals with offset >= 0 only: half the value bytes of a symmetric matrix (lower part read shifted).
 DiaMatrix dia_upper_half(const DiaMatrix& d);
 CsrMatrix dia_to_csr(const DiaMatrix& d);
+
+// Refuses (FormatRefused, naming the first mirror that differs) unless A is square and A(i, j) == A(j, i)
+// bitwise for every stored entry, with the same sparsity pattern: the kernels then reproduce A exactly.
+SymmetricCsr csr_to_symmetric(const CsrMatrix& a);
+CsrMatrix symmetric_to_csr(const SymmetricCsr& s);
 
 // ELL width: the largest K such that at least max(4096, rows / 3) rows have >= K entries (cusp's rule),
 // unless `ell_width` >= 0 is given.

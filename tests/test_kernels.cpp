@@ -3,6 +3,7 @@
 // every run. Skipped (with the reason) where there is no CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -38,10 +39,33 @@ CsrMatrix from_triplets_random(int32_t rows, int32_t cols, uint64_t seed, double
   return csr_from_triplets(rows, cols, ti, tj, tv);
 }
 
+// Symmetric with random values (csr-sym takes only exactly symmetric matrices): pairs (i, j), i < j, drawn with
+// `density` or always when i or j is in `dense`; rows i % empty_every == 1 stay empty (no diagonal either).
+CsrMatrix symmetric_random(int32_t n, uint64_t seed, double density, const std::vector<int32_t>& dense = {},
+                           int empty_every = 0) {
+  SplitMix64 rng(seed);
+  auto empty = [&](int32_t i) { return empty_every && i % empty_every == 1; };
+  auto is_dense = [&](int32_t i) { return std::find(dense.begin(), dense.end(), i) != dense.end(); };
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t i = 0; i < n; ++i) {
+    if (empty(i)) continue;
+    ti.push_back(i), tj.push_back(i), tv.push_back(rng.uniform() + 0.5);
+    for (int32_t j = i + 1; j < n; ++j)
+      if (!empty(j) && (is_dense(i) || is_dense(j) || rng.uniform() < density)) {
+        const double v = rng.uniform() - 0.5;
+        ti.push_back(i), tj.push_back(j), tv.push_back(v);
+        ti.push_back(j), tj.push_back(i), tv.push_back(v);
+      }
+  }
+  return csr_from_triplets(n, n, ti, tj, tv);
+}
+
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
                                     "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
-                                    "stencil7-random-40", "stencil27-random-30", "band-random-1000"};
+                                    "stencil7-random-40", "stencil27-random-30", "band-random-1000",
+                                    "sym-odd-97", "sym-empty-rows-300", "sym-dense-rows-5000"};
   if (spcg::test::have_matrix_dir())
     for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
       names.push_back("file:" + e.path().filename().string());
@@ -60,6 +84,11 @@ CsrMatrix make_matrix(const std::string& name) {
   if (name == "empty-rows-300") return from_triplets_random(300, 300, 2, 0.05, -1, 3);
   if (name == "dense-row-2000") return from_triplets_random(2000, 2000, 3, 0.002, 777);
   if (name == "powerlaw-5000") return powerlaw_spd(5000, 5);
+  if (name == "sym-odd-97") return symmetric_random(97, 11, 0.06);
+  if (name == "sym-empty-rows-300") return symmetric_random(300, 12, 0.03, {}, 3);
+  // Row and column 3 and 4990 dense: row 3's strict upper part (4996 entries) is cut into pieces, and every row
+  // below 4990 adds into y[4990] through its mirror entry.
+  if (name == "sym-dense-rows-5000") return symmetric_random(5000, 13, 0.001, {3, 4990});
   if (name == "poisson3d-9") return poisson3d_7pt(9);
   if (name == "rect-50x70") return from_triplets_random(50, 70, 4, 0.1);
   // Stencil patterns with random values, so a kernel that takes the X row of the wrong diagonal fails (the
@@ -182,6 +211,14 @@ TEST(Registry, NamesAreUniqueAndUnknownNamesListThem) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("csr-merge"), std::string::npos);
   }
+}
+
+// csr-sym's atomic adds make it order-dependent, and it says so (the solver refuses it under --deterministic).
+TEST(Registry, AtomicKernelsSayTheyAreNotDeterministic) {
+  SPCG_REQUIRE_GPU();
+  const CsrMatrix a = powerlaw_spd(2000, 9);
+  EXPECT_FALSE(make_operator("csr-sym", a)->deterministic());
+  EXPECT_TRUE(make_operator("csr-adaptive", a)->deterministic());
 }
 
 TEST(Registry, FusedDotMatchesSeparateDot) {

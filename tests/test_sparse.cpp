@@ -189,6 +189,35 @@ TEST(Formats, SymmetricDiaKeepsTheUpperHalfOnlyWhenExact) {
   EXPECT_FALSE(dia_is_symmetric(csr_to_dia(lop, 10)));
 }
 
+TEST(Formats, SymmetricCsrStoresTheStrictUpperHalfOnlyWhenExact) {
+  for (const CsrMatrix& a : {poisson3d_7pt(6), powerlaw_spd(3000, 4), CsrMatrix{}}) {
+    const SymmetricCsr s = csr_to_symmetric(a);
+    EXPECT_EQ(s.upper.nnz() * 2 + a.rows, a.nnz());  // every diagonal entry is stored in these
+    for (int32_t i = 0; i < s.upper.rows; ++i)
+      for (int32_t p = s.upper.row_ptr[i]; p < s.upper.row_ptr[i + 1]; ++p) ASSERT_GT(s.upper.col_idx[p], i);
+    expect_same(symmetric_to_csr(s), a);
+  }
+  // Empty rows, no diagonal entries at all: the diagonal is zero and the round trip keeps the pattern.
+  const CsrMatrix hollow = csr_from_triplets(4, 4, {0, 3, 1, 3}, {3, 0, 3, 1}, {2.0, 2.0, -1.0, -1.0});
+  const SymmetricCsr h = csr_to_symmetric(hollow);
+  EXPECT_EQ(h.diagonal, (std::vector<double>{0, 0, 0, 0}));
+  expect_same(symmetric_to_csr(h), hollow);
+  auto refusal = [](const CsrMatrix& a) {
+    try {
+      csr_to_symmetric(a);
+    } catch (const FormatRefused& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CsrMatrix bent = poisson3d_7pt(6);
+  bent.values[bent.row_ptr[20] + 1] += 1e-15;  // a lower entry of row 20 no longer equals its mirror
+  EXPECT_NE(refusal(bent).find("no equal mirror"), std::string::npos) << refusal(bent);
+  EXPECT_NE(refusal(csr_from_triplets(3, 3, {0, 1, 2, 0}, {0, 1, 2, 2}, {1.0, 1.0, 1.0, 0.5})).find("pattern"),
+            std::string::npos);
+  EXPECT_NE(refusal(random_csr(5, 6, 0.5, 1)).find("5 x 6"), std::string::npos);
+}
+
 TEST(Formats, HybWidthFollowsDistribution) {
   const CsrMatrix p = powerlaw_spd(20000, 3);
   const HybMatrix h = csr_to_hyb(p);
