@@ -1,9 +1,11 @@
 // cusparse-*: the baseline, never our answer. CSR cusparseSpMV (ALG1 or ALG2) with cusparseSpMV_preprocess
 // for k = 1, cusparseSpMM (CSR ALG1/ALG2/ALG3, row-major dense blocks) with cusparseSpMM_preprocess for k > 1.
-// Descriptors and work buffers are created once per block width and reused.
+// Descriptors and work buffers are created once per block width and reused. The column-major SpMM baseline
+// (CusparseColumnMajorSpmm, a benchmark probe) is at the end.
 #include <map>
 #include <mutex>
 
+#include "bench_probes.hpp"
 #include "device_formats.hpp"
 #include "kernel_factories.hpp"
 
@@ -107,6 +109,75 @@ std::unique_ptr<LinearOperator> make_cusparse_alg2(const CsrMatrix& a, const Ope
 }
 std::unique_ptr<LinearOperator> make_cusparse_spmm_alg3(const CsrMatrix& a, const OperatorOptions&) {
   return std::make_unique<CusparseOperator>(a, "cusparse-alg3", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG3);
+}
+
+struct CusparseColumnMajorSpmm::Impl {
+  int alg = 1;
+  DeviceCsr csr;
+  cusparseHandle_t handle = nullptr;
+  cusparseSpMatDescr_t mat = nullptr;
+  cusparseDnMatDescr_t mx = nullptr, my = nullptr;
+  DeviceArray<char> buffer;
+  cusparseSpMMAlg_t algorithm() const {
+    return alg == 1 ? CUSPARSE_SPMM_CSR_ALG1 : alg == 2 ? CUSPARSE_SPMM_CSR_ALG2 : CUSPARSE_SPMM_CSR_ALG3;
+  }
+  void drop_blocks() {
+    if (mx) cusparseDestroyDnMat(mx);
+    if (my) cusparseDestroyDnMat(my);
+    mx = my = nullptr;
+  }
+};
+
+CusparseColumnMajorSpmm::CusparseColumnMajorSpmm(const CsrMatrix& a, int alg) : impl_(std::make_unique<Impl>()) {
+  impl_->alg = alg;
+  SetupInfo ignored;
+  impl_->csr = upload_csr(a, ignored);
+  CHECK_CUSPARSE(cusparseCreate(&impl_->handle));
+  CHECK_CUSPARSE(cusparseCreateCsr(&impl_->mat, a.rows, a.cols, a.nnz(), impl_->csr.row_ptr.data(),
+                                   impl_->csr.col_idx.data(), impl_->csr.values.data(), CUSPARSE_INDEX_32I,
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+}
+
+CusparseColumnMajorSpmm::~CusparseColumnMajorSpmm() {
+  impl_->drop_blocks();
+  if (impl_->mat) cusparseDestroySpMat(impl_->mat);
+  if (impl_->handle) cusparseDestroy(impl_->handle);
+}
+
+std::string CusparseColumnMajorSpmm::name() const { return "cusparse-alg" + std::to_string(impl_->alg) + "-col"; }
+
+bool CusparseColumnMajorSpmm::prepare(int k, const double* x, double* y, std::string& why) {
+  Impl& m = *impl_;
+  m.drop_blocks();
+  const int rows = m.csr.rows, cols = m.csr.cols;
+  CHECK_CUSPARSE(cusparseCreateDnMat(&m.mx, cols, k, cols, const_cast<double*>(x), CUDA_R_64F, CUSPARSE_ORDER_COL));
+  CHECK_CUSPARSE(cusparseCreateDnMat(&m.my, rows, k, rows, y, CUDA_R_64F, CUSPARSE_ORDER_COL));
+  const double one = 1.0, zero = 0.0;
+  size_t bytes = 0;
+  const cusparseStatus_t st =
+      cusparseSpMM_bufferSize(m.handle, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, m.mat,
+                              m.mx, &zero, m.my, CUDA_R_64F, m.algorithm(), &bytes);
+  if (st != CUSPARSE_STATUS_SUCCESS) {  // e.g. NOT_SUPPORTED: this algorithm takes row-major blocks only
+    why = std::string("cusparseSpMM_bufferSize: ") + cusparseGetErrorString(st);
+    return false;
+  }
+  m.buffer = DeviceArray<char>(std::max<size_t>(bytes, 16), "cuSPARSE SpMM buffer (column-major)");
+  const cusparseStatus_t pre =
+      cusparseSpMM_preprocess(m.handle, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, m.mat,
+                              m.mx, &zero, m.my, CUDA_R_64F, m.algorithm(), m.buffer.data());
+  if (pre != CUSPARSE_STATUS_SUCCESS) {
+    why = std::string("cusparseSpMM_preprocess: ") + cusparseGetErrorString(pre);
+    return false;
+  }
+  return true;
+}
+
+void CusparseColumnMajorSpmm::apply(cudaStream_t s) const {
+  const Impl& m = *impl_;
+  const double one = 1.0, zero = 0.0;
+  CHECK_CUSPARSE(cusparseSetStream(m.handle, s));
+  CHECK_CUSPARSE(cusparseSpMM(m.handle, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, m.mat,
+                              m.mx, &zero, m.my, CUDA_R_64F, m.algorithm(), const_cast<char*>(m.buffer.data())));
 }
 
 }  // namespace spcg

@@ -265,6 +265,41 @@ TEST(BenchProbes, GatherFloorSumsEveryNonzero) {
   }
 }
 
+// The column-major cuSPARSE baseline probe computes A X for column-major X and Y (output NaN-poisoned), or says
+// why cuSPARSE does not take that algorithm; ALG1 must take it.
+TEST(BenchProbes, ColumnMajorCusparseMatchesReference) {
+  SPCG_REQUIRE_GPU();
+  const CsrMatrix a = powerlaw_spd(3000, 6);
+  const int k = 5;
+  SplitMix64 rng(21);
+  DenseBlock x(a.cols, k);
+  for (double& v : x.data) v = 2 * rng.uniform() - 1;
+  std::vector<double> xc(x.data.size());
+  for (int32_t i = 0; i < a.cols; ++i)
+    for (int j = 0; j < k; ++j) xc[static_cast<size_t>(j) * a.cols + i] = x.at(i, j);
+  DenseBlock want(a.rows, k, 0.0);
+  reference_spmm(a, 1.0, x, 0.0, want);
+  for (int alg = 1; alg <= 3; ++alg) {
+    CusparseColumnMajorSpmm probe(a, alg);
+    DeviceArray<double> dx(xc), dy(std::vector<double>(static_cast<size_t>(a.rows) * k, std::numeric_limits<double>::quiet_NaN()));
+    std::string why;
+    if (!probe.prepare(k, dx.data(), dy.data(), why)) {
+      EXPECT_NE(alg, 1) << why;
+      EXPECT_FALSE(why.empty());
+      continue;
+    }
+    probe.apply(0);
+    const std::vector<double> y = dy.download();
+    for (int32_t i = 0; i < a.rows; ++i) {
+      double row_abs = 0;
+      for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row_abs += std::abs(a.values[p]);
+      const double tol = 4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() * row_abs + 1e-300;
+      for (int j = 0; j < k; ++j)
+        ASSERT_NEAR(y[static_cast<size_t>(j) * a.rows + i], want.at(i, j), tol) << probe.name() << " row " << i << " col " << j;
+    }
+  }
+}
+
 // Block CG's dense kernels (kernels/block_ops.cu) against plain host loops in long double, outputs
 // NaN-poisoned first; shapes cover 1 column, odd widths, every row-group width (1..8 threads per row) and the
 // 32/64-column limits, with and without the optional operands.
