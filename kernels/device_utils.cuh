@@ -79,6 +79,7 @@ __device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
 
 // Launch helpers (launch_utils.cu).
 int device_sm_count();
+int64_t device_l2_bytes();
 // Blocks for a grid-stride kernel: enough to fill the device, never more than the work needs.
 // Keep threads_per_block * blocks_per_sm <= 2048 (and within the kernel's register budget): blocks beyond what
 // is resident at once run as a second wave that sweeps the whole matrix again, and whatever the first wave

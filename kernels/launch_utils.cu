@@ -17,6 +17,16 @@ int device_sm_count() {
   return count;
 }
 
+int64_t device_l2_bytes() {
+  static int64_t bytes = [] {
+    int dev = 0, l2 = 0;
+    CHECK_CUDA(cudaGetDevice(&dev));
+    CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    return int64_t{l2};
+  }();
+  return bytes;
+}
+
 int grid_stride_blocks(int64_t work_items, int threads_per_block, int blocks_per_sm) {
   const int64_t needed = (work_items + threads_per_block - 1) / threads_per_block;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(needed, int64_t{device_sm_count()} * blocks_per_sm)));

@@ -64,7 +64,7 @@ CsrMatrix symmetric_random(int32_t n, uint64_t seed, double density, const std::
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
                                     "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
-                                    "stencil7-random-40", "stencil27-random-30", "band-random-1000",
+                                    "stencil7-random-40", "stencil27-random-30", "band-random-1000", "wide-band-random-40000",
                                     "sym-odd-97", "sym-empty-rows-300", "sym-dense-rows-5000"};
   if (spcg::test::have_matrix_dir())
     for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
@@ -108,6 +108,18 @@ CsrMatrix make_matrix(const std::string& name) {
     SplitMix64 rng(1000);
     for (int32_t i = 0; i < n; ++i)
       for (int32_t o : {-41, -40, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 40, 41})
+        if (i + o >= 0 && i + o < n) ti.push_back(i), tj.push_back(i + o), tv.push_back(2 * rng.uniform() - 1);
+    return csr_from_triplets(n, n, ti, tj, tv);
+  }
+  // Diagonals +-17000 apart (a span of 34002 rows): at k = 64 and 128 the X rows of the span (16 k bytes each)
+  // exceed half of an H100's or H200's L2, so spmm-dia-runs cuts the block into column panels of 32.
+  if (name == "wide-band-random-40000") {
+    const int32_t n = 40000;
+    std::vector<int32_t> ti, tj;
+    std::vector<double> tv;
+    SplitMix64 rng(40000);
+    for (int32_t i = 0; i < n; ++i)
+      for (int32_t o : {-17001, -17000, -1, 0, 1, 17000, 17001})
         if (i + o >= 0 && i + o < n) ti.push_back(i), tj.push_back(i + o), tv.push_back(2 * rng.uniform() - 1);
     return csr_from_triplets(n, n, ti, tj, tv);
   }
