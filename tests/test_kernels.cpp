@@ -61,6 +61,17 @@ CsrMatrix symmetric_random(int32_t n, uint64_t seed, double density, const std::
   return csr_from_triplets(n, n, ti, tj, tv);
 }
 
+// n x n with the given diagonals (the entries that fall inside the matrix), values uniform in [-1, 1).
+CsrMatrix banded_random(int32_t n, const std::vector<int32_t>& offsets, uint64_t seed) {
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  SplitMix64 rng(seed);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t o : offsets)
+      if (i + o >= 0 && i + o < n) ti.push_back(i), tj.push_back(i + o), tv.push_back(2 * rng.uniform() - 1);
+  return csr_from_triplets(n, n, ti, tj, tv);
+}
+
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
                                     "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
@@ -101,28 +112,11 @@ CsrMatrix make_matrix(const std::string& name) {
     return a;
   }
   // Runs of 2 and 3 consecutive diagonals and a long band cut into runs (spmm-dia-runs), random values.
-  if (name == "band-random-1000") {
-    const int32_t n = 1000;
-    std::vector<int32_t> ti, tj;
-    std::vector<double> tv;
-    SplitMix64 rng(1000);
-    for (int32_t i = 0; i < n; ++i)
-      for (int32_t o : {-41, -40, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 40, 41})
-        if (i + o >= 0 && i + o < n) ti.push_back(i), tj.push_back(i + o), tv.push_back(2 * rng.uniform() - 1);
-    return csr_from_triplets(n, n, ti, tj, tv);
-  }
+  if (name == "band-random-1000") return banded_random(1000, {-41, -40, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 40, 41}, 1000);
   // Diagonals +-17000 apart (a span of 34002 rows): at k = 64 and 128 the X rows of the span (16 k bytes each)
   // exceed half of an H100's or H200's L2, so spmm-dia-runs cuts the block into column panels of 32.
-  if (name == "wide-band-random-40000") {
-    const int32_t n = 40000;
-    std::vector<int32_t> ti, tj;
-    std::vector<double> tv;
-    SplitMix64 rng(40000);
-    for (int32_t i = 0; i < n; ++i)
-      for (int32_t o : {-17001, -17000, -1, 0, 1, 17000, 17001})
-        if (i + o >= 0 && i + o < n) ti.push_back(i), tj.push_back(i + o), tv.push_back(2 * rng.uniform() - 1);
-    return csr_from_triplets(n, n, ti, tj, tv);
-  }
+  if (name == "wide-band-random-40000")
+    return banded_random(40000, {-17001, -17000, -1, 0, 1, 17000, 17001}, 40000);
   if (name == "zero-nnz-40") {
     CsrMatrix a;
     a.rows = a.cols = 40;
