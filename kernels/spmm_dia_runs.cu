@@ -48,6 +48,9 @@ struct SpmmDiaRunsTuning {
   // otherwise X is read from DRAM more than once. H100, 7-pt 128^3 (span 32768 rows): k = 64 1291-1306 -> 1019-1054 us, k = 128 3399-3414
   // -> 1993-2047 us; 0.3 (27-pt k = 64 in panels of 32) was slower there: 719 vs 664-695 us.
   static constexpr double l2_reuse_fraction = 0.5;
+  // Panels are cut to multiples of this many columns: H100, 7-pt 128^3 k = 96 1326 us in panels of 32 vs 2246-2278
+  // us in panels of 48 (multiples of 16); k = 64 / 128 the same either way.
+  static constexpr int panel_multiple = 32;
   static constexpr int max_diagonals = 256;
   static constexpr double max_fill = 1.5;  // stored slots over nonzeros, as dia
   // Evict-first Y stores when the runs average fewer diagonals than this (streaming shapes such as the 7-point
@@ -228,13 +231,14 @@ class SpmmDiaRuns final : public SpmmOperator {
   }
 
  protected:
-  // Halves K while the X and Y rows of a row's diagonal span (16 K bytes each) would not stay in L2.
+  // Halves K while the X and Y rows of a row's diagonal span (16 K bytes each) would not stay in L2, rounding
+  // down to a multiple of panel_multiple (whole 128-byte lines of X, and the 16-byte two-piece path).
   int panel_width(int K) const {
+    constexpr int m = SpmmDiaRunsTuning::panel_multiple;
     const double span = double(dia_.max_offset) - dia_.min_offset;
     int width = K;
-    while (width > 32 && width % 2 == 0 &&
-           span * 16.0 * width > SpmmDiaRunsTuning::l2_reuse_fraction * double(device_l2_bytes()))
-      width /= 2;
+    while (width > 32 && span * 16.0 * width > SpmmDiaRunsTuning::l2_reuse_fraction * double(device_l2_bytes()))
+      width = std::max(m, width / 2 / m * m);
     return width;
   }
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
