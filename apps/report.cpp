@@ -38,7 +38,7 @@ void print_report(const SolveReport& r) {
     std::printf("\nkernel                 calls   total ms   %% solve    mean us     GB/s\n");
     for (const auto& k : s.kernels) {
       const double mean_us = k.calls ? 1e3 * k.total_ms / k.calls : 0;
-      const double gbs = k.total_ms > 0 ? k.bytes_per_call * k.calls / (k.total_ms * 1e6) : 0;
+      const double gbs = k.total_ms > 0 ? k.total_bytes / (k.total_ms * 1e6) : 0;
       if (k.total_ms > 0)
         std::printf("  %-19s %8lld %10.3f %8.1f%% %10.2f %8.1f\n", k.name.c_str(), static_cast<long long>(k.calls),
                     k.total_ms, s.solve_ms > 0 ? 100.0 * k.total_ms / s.solve_ms : 0, mean_us, gbs);
@@ -84,7 +84,7 @@ std::string report_json(const SolveReport& r) {
     j.begin_object().kv("name", k.name).kv("calls", static_cast<long long>(k.calls)).kv("total_ms", k.total_ms);
     j.kv("percent_of_solve", s.solve_ms > 0 ? 100.0 * k.total_ms / s.solve_ms : 0.0);
     j.kv("mean_us", k.calls ? 1e3 * k.total_ms / k.calls : 0.0).kv("bytes_per_call", k.bytes_per_call);
-    j.kv("gbs", k.total_ms > 0 ? k.bytes_per_call * k.calls / (k.total_ms * 1e6) : 0.0).end_object();
+    j.kv("gbs", k.total_ms > 0 ? k.total_bytes / (k.total_ms * 1e6) : 0.0).end_object();
   }
   j.end_array();
   j.kv("solve_ms", s.solve_ms).kv("timing_overhead_ms", s.timing_overhead_ms);

@@ -32,20 +32,21 @@ void KernelTimer::count(const char* name, double bytes, int64_t calls) {
   auto it = stats_.find(name);
   if (it == stats_.end()) {
     order_.push_back(name);
-    it = stats_.emplace(name, KernelStat{name, 0, 0, bytes}).first;
+    it = stats_.emplace(name, KernelStat{name}).first;
   }
   it->second.calls += calls;
-  it->second.bytes_per_call = bytes;
+  it->second.total_bytes += bytes * calls;
 }
 
 void KernelTimer::add(const std::string& name, const KernelStat& stat) {
   auto it = stats_.find(name);
   if (it == stats_.end()) {
     order_.push_back(name);
-    it = stats_.emplace(name, KernelStat{name, 0, 0, stat.bytes_per_call}).first;
+    it = stats_.emplace(name, KernelStat{name}).first;
   }
   it->second.calls += stat.calls;
   it->second.total_ms += stat.total_ms;
+  it->second.total_bytes += stat.total_bytes;
 }
 
 void KernelTimer::collect() {
@@ -63,7 +64,11 @@ void KernelTimer::collect() {
 
 std::vector<KernelStat> KernelTimer::stats() const {
   std::vector<KernelStat> out;
-  for (const auto& n : order_) out.push_back(stats_.at(n));
+  for (const auto& n : order_) {
+    KernelStat k = stats_.at(n);
+    k.bytes_per_call = k.calls ? k.total_bytes / k.calls : 0;
+    out.push_back(k);
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "eigen_bridge.hpp"
 #include "formats.hpp"
 #include "generators.hpp"
+#include "kernel_timer.hpp"
 #include "matrix_market.hpp"
 #include "registry.hpp"
 #include "test_util.hpp"
@@ -252,6 +253,30 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
 
 // The benchmark's gather-floor probe must make every gather it claims: its partial sums add up to
 // sum_k val[k] * x[col[k]] (host, long double), with the partials NaN-poisoned first.
+// The per-kernel report's GB/s: calls of one name with different bytes (block CG's widths shrink as columns
+// converge) must add their own bytes, not repeat the last call's. Timing off: no events, no GPU needed.
+TEST(KernelTimer, BytesAddUpOverCallsOfDifferentWidths) {
+  KernelTimer timer(false, nullptr);
+  int launched = 0;
+  timer.run("gram", 300.0, [&] { ++launched; });
+  timer.run("gram", 100.0, [&] { ++launched; });
+  timer.run("spmm", 50.0, [&] { ++launched; });
+  timer.count("gram", 20.0, 5);
+  KernelStat nested{"fallback"};
+  nested.calls = 2, nested.total_bytes = 70.0, nested.total_ms = 1.0;
+  timer.add("gram", nested);
+  EXPECT_EQ(launched, 3);
+  const std::vector<KernelStat> st = timer.stats();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].name, "gram");
+  EXPECT_EQ(st[0].calls, 9);
+  EXPECT_DOUBLE_EQ(st[0].total_bytes, 300.0 + 100.0 + 100.0 + 70.0);
+  EXPECT_DOUBLE_EQ(st[0].bytes_per_call, 570.0 / 9);
+  EXPECT_DOUBLE_EQ(st[0].total_ms, 1.0);
+  EXPECT_EQ(st[1].calls, 1);
+  EXPECT_DOUBLE_EQ(st[1].total_bytes, 50.0);
+}
+
 TEST(BenchProbes, GatherFloorSumsEveryNonzero) {
   SPCG_REQUIRE_GPU();
   for (const auto& a : {powerlaw_spd(5000, 3), poisson3d_7pt(9), CsrMatrix{}}) {
@@ -327,24 +352,33 @@ struct BlockOpsData {
 TEST(BlockOps, GramMatchesHostLoops) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  struct Shape { int a1, a2, b1, b2; bool scaled; int b3; };  // b3 > 0: a third block on the right
+  // b3 > 0: a third block on the right. shared: V1 and V2 are the same device blocks as U1 and U2 (block CG's
+  // [W, D^-1 V]' [W, V, R], which takes the symmetric-aware kernel for m, b3 <= 16).
+  struct Shape { int a1, a2, b1, b2; bool scaled; int b3; bool shared = false; };
   for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
     for (const Shape sh : std::vector<Shape>{{1, 0, 1, 0, false, 0}, {5, 3, 7, 3, true, 0}, {16, 16, 16, 16, true, 0},
                                              {32, 32, 32, 32, false, 0}, {64, 0, 2, 62, false, 0},
                                              {7, 0, 64, 0, false, 0}, {16, 16, 16, 16, true, 16},
-                                             {5, 3, 7, 3, true, 4}, {32, 32, 16, 16, false, 32}, {1, 0, 1, 1, false, 1}}) {
+                                             {5, 3, 7, 3, true, 4}, {32, 32, 16, 16, false, 32}, {1, 0, 1, 1, false, 1},
+                                             {16, 16, 16, 16, false, 16, true}, {16, 16, 16, 16, true, 16, true},
+                                             {5, 5, 5, 5, true, 3, true}, {9, 9, 9, 9, false, 0, true},
+                                             {1, 1, 1, 1, false, 1, true}, {8, 8, 8, 8, true, 9, true},
+                                             {16, 16, 16, 16, true, 17, true}}) {
       SCOPED_TRACE("n " + std::to_string(n) + " U " + std::to_string(sh.a1) + "+" + std::to_string(sh.a2) + " V " +
                    std::to_string(sh.b1) + "+" + std::to_string(sh.b2) + "+" + std::to_string(sh.b3) +
-                   (sh.scaled ? " scaled" : ""));
-      BlockOpsData d(static_cast<uint64_t>(n * 131 + sh.a1 + 7 * sh.b2 + 3 * sh.b3));
-      const std::vector<double> u1 = d.random(n * sh.a1), u2 = d.random(n * sh.a2), v1 = d.random(n * sh.b1),
-                                v2 = d.random(n * sh.b2), v3 = d.random(n * sh.b3), sc = d.random(n);
+                   (sh.scaled ? " scaled" : "") + (sh.shared ? " shared" : ""));
+      BlockOpsData d(static_cast<uint64_t>(n * 131 + sh.a1 + 7 * sh.b2 + 3 * sh.b3 + (sh.shared ? 1 : 0)));
+      const std::vector<double> u1 = d.random(n * sh.a1), u2 = d.random(n * sh.a2), v3 = d.random(n * sh.b3),
+                                sc = d.random(n);
+      const std::vector<double> v1 = sh.shared ? u1 : d.random(n * sh.b1), v2 = sh.shared ? u2 : d.random(n * sh.b2);
       const int a = sh.a1 + sh.a2, b = sh.b1 + sh.b2 + sh.b3;
       DeviceArray<double> du1(u1), du2(u2), dv1(v1), dv2(v2), dv3(v3), dsc(sc),
           dout(std::vector<double>(static_cast<size_t>(a) * b, nan));
       BlockOpsWorkspace ws(32);
+      const double* v1p = sh.shared ? du1.data() : dv1.data();
+      const double* v2p = sh.shared ? du2.data() : dv2.data();
       const GramInputs g{du1.data(), sh.a1, sh.a2 ? du2.data() : nullptr, sh.a2, sh.scaled ? dsc.data() : nullptr,
-                         dv1.data(), sh.b1, sh.b2 ? dv2.data() : nullptr, sh.b2, sh.b3 ? dv3.data() : nullptr, sh.b3};
+                         v1p, sh.b1, sh.b2 ? v2p : nullptr, sh.b2, sh.b3 ? dv3.data() : nullptr, sh.b3};
       launch_block_gram(n, g, dout.data(), ws, 0);
       const std::vector<double> out = dout.download();
       for (int l = 0; l < a; ++l)
@@ -361,6 +395,12 @@ TEST(BlockOps, GramMatchesHostLoops) {
           ASSERT_NEAR(out[static_cast<size_t>(c) * a + l], static_cast<double>(ref), 8 * 2.2e-16 * static_cast<double>(mag) + 1e-300)
               << "gram (" << l << ", " << c << ")";
         }
+      // Shared operands: W'W (and without a scale all of [W, V]'[W, V]) comes out exactly symmetric.
+      if (sh.shared)
+        for (int l = 0; l < a; ++l)
+          for (int c = 0; c < l; ++c)
+            if (!sh.scaled || l < sh.a1)
+              ASSERT_EQ(out[static_cast<size_t>(c) * a + l], out[static_cast<size_t>(l) * a + c]) << "gram (" << l << ", " << c << ")";
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
 }
