@@ -39,7 +39,8 @@ struct BlockOpsTuning {
   static constexpr int stream_blocks_per_sm = 8;
   static constexpr int combine_rows = 4;         // combine: rows per thread sharing each read of M
   static constexpr int combine_rows_with_x = 2;  // ... when it also updates X (registers: U, Y and X rows)
-  static constexpr int update_rows = 1;          // update: rows per thread (x2 blocks W and V) per read of A
+  static constexpr int update_rows_with_x = 1;   // update: rows per thread (x2 blocks W and V) per read of A
+  static constexpr int update_rows = 4;          // ... R only (block CG): one read of A serves 4 rows
 };
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -309,12 +310,41 @@ __device__ __forceinline__ void rows_times_small(const double (&in)[NR][4], cons
     }
 }
 
+// Entries c0 .. c0 + 3 of a row (zero at and past lim). Vec: the row starts 16 bytes aligned (even row
+// length, aligned block; c0 is a multiple of 4), so a full group is two 16-byte accesses instead of four 8-byte
+// ones whose lanes sit 32 bytes apart (ncu, H100: the update kernel had L1 96% busy at 82% of DRAM).
+template <bool ReadOnly>
+__device__ __forceinline__ void load_row4(const double* row, int c0, int lim, bool vec, double (&v)[4]) {
+  if (vec && c0 + 4 <= lim) {
+    const double2* p = reinterpret_cast<const double2*>(row + c0);
+    const double2 lo = ReadOnly ? __ldg(p) : p[0], hi = ReadOnly ? __ldg(p + 1) : p[1];
+    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = c0 + j < lim ? (ReadOnly ? __ldg(row + c0 + j) : row[c0 + j]) : 0.0;
+}
+__device__ __forceinline__ void store_row4(double* row, int c0, int lim, bool vec, const double (&v)[4]) {
+  if (vec && c0 + 4 <= lim) {
+    double2* p = reinterpret_cast<double2*>(row + c0);
+    p[0] = make_double2(v[0], v[1]), p[1] = make_double2(v[2], v[3]);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (c0 + j < lim) row[c0 + j] = v[j];
+}
+bool rows_aligned(const void* p, int ld) { return ld % 2 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Bits of the vec argument of the combine and update kernels: which blocks take 16-byte accesses.
+enum VecBits { kVecU = 1, kVecC = 2, kVecX = 4, kVecY = 8 };
+
 // WithX: also X (n x k) += U A2 (a x k), the previous iteration's deferred X update, from the same reads of U.
 template <int G, bool WithX>
 __global__ void __launch_bounds__(BlockOpsTuning::threads)
     combine_kernel(int64_t n, double* __restrict__ Y, int b, const double* __restrict__ U, int a,
                    const double* __restrict__ M, const double* __restrict__ C, int ldc, const int* __restrict__ sel,
-                   const double* __restrict__ d, double* __restrict__ X, int k, const double* __restrict__ A2) {
+                   const double* __restrict__ d, double* __restrict__ X, int k, const double* __restrict__ A2,
+                   int vec) {
   constexpr int CW = BlockOpsTuning::columns_per_thread, GC = G * CW, RPG = 32 / G;
   constexpr int RB = WithX ? BlockOpsTuning::combine_rows_with_x : BlockOpsTuning::combine_rows;
   // row group g of a warp takes rows base + g + q * RPG: each load instruction still covers RPG consecutive rows
@@ -323,9 +353,10 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
   __shared__ int s_sel[GC];
   stage_small<GC>(s_m, M, a, b);
   if (WithX) stage_small<GC>(s_a2, A2, a, k);
-  for (int c = threadIdx.x; c < GC; c += blockDim.x) s_sel[c] = C && c < b ? sel[c] : 0;
+  for (int c = threadIdx.x; c < GC; c += blockDim.x) s_sel[c] = C && c < b ? (sel ? sel[c] : c) : 0;
   __syncthreads();
   const int lane = threadIdx.x & 31, c0 = CW * (lane % G);
+  const bool vec_u = vec & kVecU, vec_c = vec & kVecC, vec_x = vec & kVecX, vec_y = vec & kVecY;
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5, warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
   for (int64_t base = warp * RPG * RB; base < n; base += warps * RPG * RB) {  // warp-uniform: every lane shuffles
     double u[RB][CW], y[RB][CW], x[WithX ? RB : 1][CW];
@@ -334,13 +365,19 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
       const int64_t row = base + lane / G + q * RPG;
       const bool valid = row < n;
       const double dr = valid && C && d ? d[row] : 1.0;
+      load_row4<true>(U + row * a, c0, valid ? a : 0, vec_u, u[q]);
+      if (C && !sel) {  // the first b columns of C (every column active)
+        load_row4<true>(C + row * ldc, c0, valid ? b : 0, vec_c, y[q]);
 #pragma unroll
-      for (int j = 0; j < CW; ++j) {
-        const int c = c0 + j;
-        u[q][j] = valid && c < a ? __ldg(U + row * a + c) : 0.0;
-        y[q][j] = valid && C && c < b ? dr * __ldg(C + row * ldc + s_sel[c]) : 0.0;
-        if (WithX) x[q][j] = valid && c < k ? X[row * k + c] : 0.0;
+        for (int j = 0; j < CW; ++j) y[q][j] *= dr;
+      } else {
+#pragma unroll
+        for (int j = 0; j < CW; ++j) {
+          const int c = c0 + j;
+          y[q][j] = valid && C && c < b ? dr * __ldg(C + row * ldc + s_sel[c]) : 0.0;
+        }
       }
+      if (WithX) load_row4<false>(X + row * k, c0, valid ? k : 0, vec_x, x[q]);
     }
     if (a > 0) rows_times_small<G, RB>(u, s_m, c0, y);
     if constexpr (WithX)
@@ -348,11 +385,9 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
-#pragma unroll
-      for (int j = 0; j < CW; ++j) {
-        if (row < n && c0 + j < b) Y[row * b + c0 + j] = y[q][j];
-        if (WithX && row < n && c0 + j < k) X[row * k + c0 + j] = x[q][j];
-      }
+      if (row >= n) continue;
+      store_row4(Y + row * b, c0, b, vec_y, y[q]);
+      if (WithX) store_row4(X + row * k, c0, k, vec_x, x[q]);
     }
   }
 }
@@ -362,15 +397,16 @@ template <int G, bool WithX>
 __global__ void __launch_bounds__(BlockOpsTuning::threads)
     update_xr_kernel(int64_t n, int k, int m, double* __restrict__ X, double* __restrict__ R,
                      const double* __restrict__ W, const double* __restrict__ V, const double* __restrict__ A,
-                     double* __restrict__ partials) {
+                     double* __restrict__ partials, int vec) {
   constexpr int CW = BlockOpsTuning::columns_per_thread, GC = G * CW, RPG = 32 / G;
-  constexpr int RB = BlockOpsTuning::update_rows;
+  constexpr int RB = WithX ? BlockOpsTuning::update_rows_with_x : BlockOpsTuning::update_rows;
   constexpr int NX = WithX ? RB : 0;  // in/acc rows 0..NX-1: W -> dX; rows NX..NX+RB-1: V -> dR
   __shared__ __align__(16) double s_a[GC * GC];
   __shared__ double s_sq[BlockOpsTuning::threads * CW];
   stage_small<GC>(s_a, A, m, k);
   __syncthreads();
   const int lane = threadIdx.x & 31, c0 = CW * (lane % G);
+  const bool vec_wv = vec & kVecU, vec_xr = vec & kVecX;
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) >> 5, warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
   double sq[CW] = {};
   for (int64_t base = warp * RPG * RB; base < n; base += warps * RPG * RB) {
@@ -380,28 +416,26 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
-#pragma unroll
-      for (int j = 0; j < CW; ++j) {
-        const bool in_m = row < n && c0 + j < m, in_k = row < n && c0 + j < k;
-        if (WithX) in[q][j] = in_m ? __ldg(W + row * m + c0 + j) : 0.0;
-        in[NX + q][j] = in_m ? __ldg(V + row * m + c0 + j) : 0.0;
-        if (WithX) x[q][j] = in_k ? X[row * k + c0 + j] : 0.0;
-        r[q][j] = in_k ? R[row * k + c0 + j] : 0.0;
-      }
+      const bool valid = row < n;
+      if (WithX) load_row4<true>(W + row * m, c0, valid ? m : 0, vec_wv, in[q]);
+      load_row4<true>(V + row * m, c0, valid ? m : 0, vec_wv, in[NX + q]);
+      if (WithX) load_row4<false>(X + row * k, c0, valid ? k : 0, vec_xr, x[q]);
+      load_row4<false>(R + row * k, c0, valid ? k : 0, vec_xr, r[q]);
     }
     rows_times_small<G, NX + RB>(in, s_a, c0, acc);
 #pragma unroll
     for (int q = 0; q < RB; ++q) {
       const int64_t row = base + lane / G + q * RPG;
+      if (row >= n) continue;
+      double rn[CW];
 #pragma unroll
       for (int j = 0; j < CW; ++j) {
-        if (row >= n || c0 + j >= k) continue;
-        const int64_t e = row * k + c0 + j;
-        if (WithX) X[e] = x[q][j] + acc[q][j];
-        const double rn = r[q][j] - acc[NX + q][j];
-        R[e] = rn;
-        sq[j] = fma(rn, rn, sq[j]);
+        rn[j] = r[q][j] - acc[NX + q][j];  // zero past k: r and acc are zero there
+        sq[j] = fma(rn[j], rn[j], sq[j]);
+        if (WithX) x[q][j] += acc[q][j];
       }
+      store_row4(R + row * k, c0, k, vec_xr, rn);
+      if (WithX) store_row4(X + row * k, c0, k, vec_xr, x[q]);
     }
   }
 #pragma unroll
@@ -469,7 +503,7 @@ void launch_block_gram(int64_t n, const GramInputs& g, double* out, BlockOpsWork
                                                            ws.gram_blocks, (n + rows_per_step - 1) / rows_per_step}));
     auto launch = [&](auto tm_c, auto tk_c) {
       constexpr int TM = decltype(tm_c)::value, TK = decltype(tk_c)::value;
-      constexpr int QU = T::gram_shared_quads;
+      constexpr int QU = T::gram_shared_quads;  // with the scale: 2 more fragments, 8 bytes spilled at 2 x 2 x 2 tiles
       if (g.u2_row_scale)
         gram_shared_kernel<TM, TK, true, QU><<<blocks, T::threads, 0, s>>>(n, m, g.U1, g.U2, g.u2_row_scale, g.V3, k, ws.partials.data());
       else
@@ -519,10 +553,12 @@ void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, c
   const int G = row_group(std::max({a, b, X ? k : 0}));
   const int rows = X ? BlockOpsTuning::combine_rows_with_x : BlockOpsTuning::combine_rows;
   const int blocks = stream_grid(n, G, rows), threads = BlockOpsTuning::threads;
+  const int vec = (rows_aligned(U, a) ? kVecU : 0) | (C && !sel && rows_aligned(C, ldc) ? kVecC : 0) |
+                  (X && rows_aligned(X, k) ? kVecX : 0) | (rows_aligned(Y, b) ? kVecY : 0);
   auto launch = [&](auto g) {
     constexpr int Gc = decltype(g)::value;
-    if (X) combine_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, X, k, A2);
-    else combine_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, nullptr, 0, nullptr);
+    if (X) combine_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, X, k, A2, vec);
+    else combine_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, Y, b, U, a, M, C, ldc, sel, d, nullptr, 0, nullptr, vec);
   };
   dispatch_row_group(G, launch);
   CHECK_LAUNCH("block-combine");
@@ -534,11 +570,14 @@ void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const
   if (k > kBlockOpsMaxColumns || m > kBlockOpsMaxColumns) throw CudaError("block update: more than 32 columns");
   if (k > ws.columns) throw CudaError("block update: workspace too small");
   const int G = row_group(std::max(k, m));
-  const int blocks = stream_grid(n, G, BlockOpsTuning::update_rows), threads = BlockOpsTuning::threads;
+  const int rows = X ? BlockOpsTuning::update_rows_with_x : BlockOpsTuning::update_rows;
+  const int blocks = stream_grid(n, G, rows), threads = BlockOpsTuning::threads;
+  const int vec = (rows_aligned(V, m) && (!W || rows_aligned(W, m)) ? kVecU : 0) |
+                  (rows_aligned(R, k) && (!X || rows_aligned(X, k)) ? kVecX : 0);
   auto launch = [&](auto g) {
     constexpr int Gc = decltype(g)::value;
-    if (X) update_xr_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data());
-    else update_xr_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, k, m, nullptr, R, nullptr, V, A, ws.partials.data());
+    if (X) update_xr_kernel<Gc, true><<<blocks, threads, 0, s>>>(n, k, m, X, R, W, V, A, ws.partials.data(), vec);
+    else update_xr_kernel<Gc, false><<<blocks, threads, 0, s>>>(n, k, m, nullptr, R, nullptr, V, A, ws.partials.data(), vec);
   };
   dispatch_row_group(G, launch);
   CHECK_LAUNCH("block-update-xr");

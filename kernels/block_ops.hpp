@@ -40,7 +40,8 @@ struct GramInputs {
 // a1 + a2 <= 64 and b1 + b2 + b3 <= 64.
 void launch_block_gram(int64_t n, const GramInputs& in, double* out, BlockOpsWorkspace& ws, cudaStream_t s);
 // Y (n x b) = diag(d) C(:, sel) + U (n x a) M (a x b, column-major, device). C (ldc columns), the device column
-// list sel (b entries) and d are optional; a may be 0. a, b <= 32. Y must not overlap U or C.
+// list sel (b entries; null: the first b columns) and d are optional; a may be 0. a, b <= 32. Y must not overlap
+// U or C.
 // With X: also X (n x k) += U A2 (a x k, column-major, device) in the same pass; X must not overlap Y, U or C.
 void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, const double* M, const double* C,
                           int ldc, const int* sel, const double* d, cudaStream_t s, double* X = nullptr, int k = 0,

@@ -24,6 +24,21 @@ void* device_allocate(size_t bytes, const char* what) {
   return p;
 }
 
+void* pinned_allocate(size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocHost(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw DeviceMemoryError("not enough page-locked host memory for " + std::string(what) + ": needed " + mib(bytes));
+  }
+  CHECK_CUDA(e);
+  return p;
+}
+
+void pinned_free(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
 void device_free(void* p) noexcept {
   if (p) cudaFree(p);  // a failing free in a destructor cannot be reported; the next checked call sees it
 }

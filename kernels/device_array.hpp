@@ -13,6 +13,8 @@ namespace spcg {
 
 void* device_allocate(size_t bytes, const char* what);  // throws DeviceMemoryError with sizes
 void device_free(void* p) noexcept;
+void* pinned_allocate(size_t bytes, const char* what);  // page-locked host memory
+void pinned_free(void* p) noexcept;
 
 template <class T>
 class DeviceArray {
@@ -48,6 +50,25 @@ class DeviceArray {
     if (n_) CHECK_CUDA(cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost));
     return h;
   }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Page-locked host memory: device-to-host copies into it skip the driver's staging copy (block CG reads a small
+// matrix back every step).
+template <class T>
+class PinnedArray {
+ public:
+  explicit PinnedArray(size_t n, const char* what = "pinned buffer") : n_(n) {
+    if (n) p_ = static_cast<T*>(pinned_allocate(n * sizeof(T), what));
+  }
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  ~PinnedArray() { pinned_free(p_); }
+  T* data() { return p_; }
+  size_t size() const { return n_; }
 
  private:
   T* p_ = nullptr;

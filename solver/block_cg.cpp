@@ -179,7 +179,7 @@ class DenseSteps {
  public:
   DenseSteps(int k, int64_t n, cudaStream_t s)
       : s_(s), n_(n), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
-        sel_(k, "block-cg column map") {
+        readback_(static_cast<size_t>(6) * k * k, "block-cg readback"), sel_(k, "block-cg column map") {
     if (own_) {
       ws_ = std::make_unique<BlockOpsWorkspace>(k);
     } else {
@@ -209,8 +209,7 @@ class DenseSteps {
         col += bb;
       }
     }
-    CHECK_CUDA(cudaMemcpyAsync(G.a.data(), small_.data(), G.a.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    CHECK_CUDA(cudaStreamSynchronize(s_));
+    read_back(small_.data(), G.a);
     return G;
   }
   // Y (n x b) = diag(d) C(:, cols) + U (n x a) M; C (ldc columns) and d optional. Y must not overlap U or C.
@@ -221,8 +220,11 @@ class DenseSteps {
     if (own_) {
       upload(M);
       if (X) upload(*A2, static_cast<size_t>(M.rows) * std::max(M.cols, 1));  // after M in the staging buffer
-      if (C) CHECK_CUDA(cudaMemcpyAsync(sel_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
-      launch_block_combine(n_, Y, b, U, a, small_.data(), C, ldc, C ? sel_.data() : nullptr, C ? d : nullptr, s_, X, k,
+      bool first_columns = true;  // C(:, cols) is C's first b columns: read as rows, no column map
+      for (size_t c = 0; c < cols.size(); ++c) first_columns &= cols[c] == static_cast<int>(c);
+      if (C && !first_columns)
+        CHECK_CUDA(cudaMemcpyAsync(sel_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
+      launch_block_combine(n_, Y, b, U, a, small_.data(), C, ldc, C && !first_columns ? sel_.data() : nullptr, C ? d : nullptr, s_, X, k,
                            X ? small_.data() + static_cast<size_t>(M.rows) * std::max(M.cols, 1) : nullptr);
     } else {
       if (X) {
@@ -252,7 +254,9 @@ class DenseSteps {
         CHECK_CUDA(cudaMemsetAsync(Y, 0, static_cast<size_t>(n_) * b * sizeof(double), s_));
       }
     }
-    CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused by the next call
+    // The uploads above come from pageable memory, which the driver copies out before returning, and the
+    // kernels that read the staging buffer run in stream order: no wait here (the next Gram read-back waits).
+    if (!own_) CHECK_CUDA(cudaStreamSynchronize(s_));
   }
   // X += W A (unless X is null: the caller owes it); R -= V A; returns ||R(:, c)||^2.
   std::vector<double> update_xr(double* X, double* R, int k, const double* W, const double* V, int m, const Small& A,
@@ -270,8 +274,7 @@ class DenseSteps {
       blas_->update(R, k, V, m, small_.data(), 1.0, n_);
       launch_column_dots(n_, k, R, R, rws, norms.data(), s_);
     }
-    CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    CHECK_CUDA(cudaStreamSynchronize(s_));
+    read_back(norms.data(), rr);
     return rr;
   }
 
@@ -279,10 +282,19 @@ class DenseSteps {
   void upload(const Small& M, size_t offset = 0) {
     CHECK_CUDA(cudaMemcpyAsync(small_.data() + offset, M.a.data(), M.a.size() * sizeof(double), cudaMemcpyHostToDevice, s_));
   }
+  // dst (host) = src (device, dst.size() entries) through the page-locked buffer, after the stream's work.
+  void read_back(const double* src, std::vector<double>& dst) {
+    if (dst.size() > readback_.size()) throw Error("block-cg: read-back larger than its buffer");
+    if (dst.empty()) return;
+    CHECK_CUDA(cudaMemcpyAsync(readback_.data(), src, dst.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
+    CHECK_CUDA(cudaStreamSynchronize(s_));
+    std::copy(readback_.data(), readback_.data() + dst.size(), dst.begin());
+  }
   cudaStream_t s_;
   int64_t n_;
   bool own_;
   DeviceArray<double> small_;
+  PinnedArray<double> readback_;
   DeviceArray<int> sel_;
   DeviceArray<double> scratch_;
   std::unique_ptr<BlockOpsWorkspace> ws_;

@@ -408,26 +408,30 @@ TEST(BlockOps, GramMatchesHostLoops) {
 TEST(BlockOps, CombineMatchesHostLoops) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  struct Shape { int a, b, ldc; bool gather, scaled; int k; };  // k > 0: also X (n x k) += U A2
+  // k > 0: also X (n x k) += U A2. first: C's first b columns, passed without a column map (sel = null).
+  struct Shape { int a, b, ldc; bool gather, scaled; int k; bool first = false; };
   for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
     for (const Shape sh : std::vector<Shape>{{0, 5, 7, true, true, 0}, {1, 1, 1, true, false, 0},
                                              {16, 16, 16, true, true, 0}, {32, 32, 32, false, false, 0},
                                              {5, 7, 3, true, true, 0}, {32, 3, 32, true, false, 0},
                                              {3, 32, 32, false, false, 0}, {16, 16, 16, true, true, 16},
                                              {16, 11, 16, true, false, 16}, {5, 3, 9, true, true, 9},
-                                             {32, 32, 32, true, true, 32}, {4, 0, 1, false, false, 29}}) {
+                                             {32, 32, 32, true, true, 32}, {4, 0, 1, false, false, 29},
+                                             {16, 16, 16, true, true, 16, true}, {16, 14, 32, true, false, 0, true},
+                                             {5, 7, 9, true, true, 0, true}, {32, 32, 32, true, true, 32, true},
+                                             {15, 13, 13, true, false, 15, true}}) {
       SCOPED_TRACE("n " + std::to_string(n) + " a " + std::to_string(sh.a) + " b " + std::to_string(sh.b) + " k " +
-                   std::to_string(sh.k));
+                   std::to_string(sh.k) + (sh.first ? " first columns" : ""));
       BlockOpsData d(static_cast<uint64_t>(n * 17 + sh.a * 5 + sh.b + sh.k));
       const std::vector<double> u = d.random(n * sh.a), m = d.random(static_cast<size_t>(sh.a) * sh.b),
                                 c = d.random(n * sh.ldc), sc = d.random(n), x0 = d.random(n * sh.k),
                                 a2 = d.random(static_cast<size_t>(sh.a) * sh.k);
       std::vector<int> sel(sh.b);
-      for (int j = 0; j < sh.b; ++j) sel[j] = (j * 7 + 3) % sh.ldc;
+      for (int j = 0; j < sh.b; ++j) sel[j] = sh.first ? j : (j * 7 + 3) % sh.ldc;
       DeviceArray<double> du(u), dm(m), dc(c), dsc(sc), dy(std::vector<double>(n * sh.b, nan)), dx(x0), da2(a2);
       DeviceArray<int> dsel(sel);
       launch_block_combine(n, dy.data(), sh.b, du.data(), sh.a, dm.data(), sh.gather ? dc.data() : nullptr, sh.ldc,
-                           sh.gather ? dsel.data() : nullptr, sh.scaled ? dsc.data() : nullptr, 0,
+                           sh.gather && !sh.first ? dsel.data() : nullptr, sh.scaled ? dsc.data() : nullptr, 0,
                            sh.k ? dx.data() : nullptr, sh.k, sh.k ? da2.data() : nullptr);
       const std::vector<double> y = dy.download(), x = dx.download();
       for (int64_t i = 0; i < n; ++i) {
