@@ -41,6 +41,7 @@ struct BlockOpsTuning {
   static constexpr int combine_rows_with_x = 2;  // ... when it also updates X (registers: U, Y and X rows)
   static constexpr int update_rows_with_x = 1;   // update: rows per thread (x2 blocks W and V) per read of A
   static constexpr int update_rows = 4;          // ... R only (block CG): one read of A serves 4 rows
+  static constexpr int step_blocks_per_sm = 2;   // block_step: 3 (85 registers) spilled
 };
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -449,6 +450,125 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads)
   }
 }
 
+// Entries c0, c0 + 1 of a row (zero at and past lim); one 16-byte access when vec (c0 even, rows aligned).
+__device__ __forceinline__ void load_row2(const double* row, int c0, int lim, bool vec, double (&v)[2]) {
+  if (vec && c0 + 2 <= lim) {
+    const double2 p = *reinterpret_cast<const double2*>(row + c0);
+    v[0] = p.x, v[1] = p.y;
+    return;
+  }
+  v[0] = c0 < lim ? row[c0] : 0.0;
+  v[1] = c0 + 1 < lim ? row[c0 + 1] : 0.0;
+}
+__device__ __forceinline__ void store_row2(double* row, int c0, int lim, bool vec, const double (&v)[2]) {
+  if (vec && c0 + 2 <= lim) {
+    *reinterpret_cast<double2*>(row + c0) = make_double2(v[0], v[1]);
+    return;
+  }
+  if (c0 < lim) row[c0] = v[0];
+  if (c0 + 1 < lim) row[c0 + 1] = v[1];
+}
+
+// One pass for block CG's update and next search block (m, k <= 16), on FP64 tensor cores:
+//   X += W Ta;  R -= V Ta;  rr(c) = ||R(:, c)||^2;  Wn(:, pos[c]) = diag(d) R(:, c) + W Tb(:, c) where pos[c] >= 0.
+// A warp takes 8 rows per step (m8n8k4: lane 4 g + t owns row g). The inner dimension (the m columns of W and V)
+// is permuted so that MMA kk reads columns 4 t + kk: each lane loads its 4 adjacent columns as two 16-byte words,
+// with 8 whole rows per warp. R, X and Wn live in accumulator layout (lane: columns 8 nb + 2 t, + 1 of row g), so
+// they are loaded and stored in place; Ta and Tb stay in registers as B fragments for the whole kernel. No shared
+// memory or shuffles in the loop (the separate update and combine read the small matrices from shared memory
+// per row and the X, R and W blocks twice).
+__global__ void __launch_bounds__(BlockOpsTuning::threads, BlockOpsTuning::step_blocks_per_sm)
+    block_step_kernel(int64_t n, int m, int k, const double* __restrict__ W, const double* __restrict__ V,
+                      double* __restrict__ R, double* __restrict__ X, const double* __restrict__ d,
+                      const double* __restrict__ Ta, const double* __restrict__ Tb, const int* __restrict__ pos,
+                      int b, double* __restrict__ Wn, int vec, double* __restrict__ partials) {
+  __shared__ double s_sq[BlockOpsTuning::threads / 32][16];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  double bta[4][2], btb[4][2];  // B fragments: entry (4 t + kk, 8 nb + g) of Ta and Tb (m x k, column-major)
+  int wpos[2][2];               // where this lane's columns 8 nb + 2 t + h go in Wn (-1: not kept)
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      const int l = 4 * t + kk, c = 8 * nb + g;
+      const bool ok = l < m && c < k;
+      bta[kk][nb] = ok ? Ta[c * m + l] : 0.0;
+      btb[kk][nb] = ok ? Tb[c * m + l] : 0.0;
+    }
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = 8 * nb + 2 * t + h;
+      wpos[nb][h] = c < k ? pos[c] : -1;
+    }
+  const bool vec_wv = vec & kVecU, vec_rx = vec & kVecX, vec_wn = vec & kVecY;
+  double sq[2][2] = {};
+  const int64_t tiles = (n + 7) / 8;
+  for (int64_t tile = int64_t{blockIdx.x} * warps + warp; tile < tiles; tile += int64_t{gridDim.x} * warps) {
+    const int64_t row = tile * 8 + g;
+    const bool valid = row < n;
+    double av[4], aw[4], r[2][2], x[2][2];
+    load_row4<true>(V + row * m, 4 * t, valid ? m : 0, vec_wv, av);
+    load_row4<true>(W + row * m, 4 * t, valid ? m : 0, vec_wv, aw);
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      load_row2(R + row * k, 8 * nb + 2 * t, valid ? k : 0, vec_rx, r[nb]);
+      load_row2(X + row * k, 8 * nb + 2 * t, valid ? k : 0, vec_rx, x[nb]);
+    }
+    const double dr = valid && d ? d[row] : 1.0;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        dmma_8x8x4(r[nb], -av[kk], bta[kk][nb]);  // R - V Ta
+        dmma_8x8x4(x[nb], aw[kk], bta[kk][nb]);   // X + W Ta
+      }
+    double wn[2][2];
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sq[nb][h] = fma(r[nb][h], r[nb][h], sq[nb][h]);  // rows past n and columns past k hold zeros
+        wn[nb][h] = dr * r[nb][h];
+      }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) dmma_8x8x4(wn[nb], aw[kk], btb[kk][nb]);  // D^-1 R + W Tb
+    if (!valid) continue;
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      store_row2(R + row * k, 8 * nb + 2 * t, k, vec_rx, r[nb]);
+      store_row2(X + row * k, 8 * nb + 2 * t, k, vec_rx, x[nb]);
+      if (vec_wn) {  // every column kept, in order
+        store_row2(Wn + row * b, 8 * nb + 2 * t, b, true, wn[nb]);
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (wpos[nb][h] >= 0) Wn[row * b + wpos[nb][h]] = wn[nb][h];
+      }
+    }
+  }
+  // Column sums of squares: over the 8 row lanes of the warp (a fixed butterfly), then over warps in order.
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      double v = sq[nb][h];
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (g == 0) s_sq[warp][8 * nb + 2 * t + h] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < k) {
+    double s = 0;
+    for (int w = 0; w < warps; ++w) s += s_sq[w][threadIdx.x];
+    partials[int64_t{blockIdx.x} * k + threadIdx.x] = s;
+  }
+}
+
 int stream_grid(int64_t n, int group, int rows_per_thread) {
   const int64_t threads = std::max<int64_t>((n + rows_per_thread - 1) / rows_per_thread, 1) * group;
   return static_cast<int>(std::min<int64_t>((threads + BlockOpsTuning::threads - 1) / BlockOpsTuning::threads,
@@ -583,6 +703,25 @@ void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const
   CHECK_LAUNCH("block-update-xr");
   reduce_partials_kernel<<<k, 32, 0, s>>>(ws.partials.data(), blocks, k, rr);
   CHECK_LAUNCH("block-update-reduce");
+}
+
+void launch_block_step(int64_t n, int m, int k, const double* W, const double* V, double* R, double* X,
+                       const double* d, const double* Ta, const double* Tb, const int* pos, int b, bool kept_in_order,
+                       double* Wn, double* rr, BlockOpsWorkspace& ws, cudaStream_t s) {
+  if (k == 0) return;
+  if (m > kBlockStepMaxColumns || k > kBlockStepMaxColumns || b > k) throw CudaError("block step: more than 16 columns");
+  if (k > ws.columns) throw CudaError("block step: workspace too small");
+  const int64_t tiles = (n + 7) / 8, warps = BlockOpsTuning::threads / 32;
+  const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t{device_sm_count()} * BlockOpsTuning::step_blocks_per_sm,
+                                                                              ws.update_blocks, (tiles + warps - 1) / warps})));
+  const int vec = (rows_aligned(V, m) && rows_aligned(W, m) ? kVecU : 0) |
+                  (rows_aligned(R, k) && rows_aligned(X, k) ? kVecX : 0) |
+                  (kept_in_order && b == k && rows_aligned(Wn, b) ? kVecY : 0);
+  block_step_kernel<<<blocks, BlockOpsTuning::threads, 0, s>>>(n, m, k, W, V, R, X, d, Ta, Tb, pos, b, Wn, vec,
+                                                               ws.partials.data());
+  CHECK_LAUNCH("block-step");
+  reduce_partials_kernel<<<k, 32, 0, s>>>(ws.partials.data(), blocks, k, rr);
+  CHECK_LAUNCH("block-step-reduce");
 }
 
 }  // namespace spcg

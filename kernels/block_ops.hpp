@@ -12,6 +12,8 @@ namespace spcg {
 // Widest operand of the combine and update kernels; the Gram takes up to this many columns on each side.
 constexpr int kBlockOpsMaxColumns = 32;
 constexpr int kBlockGramMaxColumns = 2 * kBlockOpsMaxColumns;
+// Widest W, V, R and X of the one-pass block CG step (two 8-column MMA tiles).
+constexpr int kBlockStepMaxColumns = 16;
 
 // Per-block partial sums of the reductions below, for blocks of at most max_columns columns.
 struct BlockOpsWorkspace {
@@ -50,5 +52,14 @@ void launch_block_combine(int64_t n, double* Y, int b, const double* U, int a, c
 // W, V: n x m; m, k <= 32. X = W = nullptr: R only (the caller applies X += W A later).
 void launch_block_update_xr(int64_t n, int k, int m, double* X, double* R, const double* W, const double* V,
                             const double* A, double* rr, BlockOpsWorkspace& ws, cudaStream_t s);
+
+// Block CG's update and next search block in one pass (m, k <= kBlockStepMaxColumns):
+//   X += W Ta;  R -= V Ta;  rr[c] = ||R(:, c)||^2 afterwards;
+//   Wn(:, pos[c]) = diag(d) R(:, c) + W Tb(:, c) for every c with pos[c] >= 0 (Wn: n x b).
+// W, V: n x m; R, X: n x k; Ta, Tb: m x k, column-major, device; pos: k device ints; d optional.
+// kept_in_order: pos[c] = c for every c (b = k), so Wn rows are written whole. Wn must not overlap the others.
+void launch_block_step(int64_t n, int m, int k, const double* W, const double* V, double* R, double* X,
+                       const double* d, const double* Ta, const double* Tb, const int* pos, int b, bool kept_in_order,
+                       double* Wn, double* rr, BlockOpsWorkspace& ws, cudaStream_t s);
 
 }  // namespace spcg

@@ -13,7 +13,10 @@
 //         Q'Z = T'(V'M^-1 R - V'M^-1 V T alpha)                       (Z = M^-1 R for the new R, no pass)
 //         beta = -(P'Q)^-1 Q'Z;  W = Z(:, act) + W (T beta(:, act))
 // W'W comes from the same Gram pass (T is not needed before the SpMM), or from its own pass when 2m + k
-// columns exceed the Gram kernel's 64.
+// columns exceed the Gram kernel's 64. beta needs only G and alpha, so for m, k <= 16 the X and R updates, the
+// norms and the next W are one pass on tensor cores (launch_block_step); W keeps the columns running before the
+// new norms are known, so a column that converges leaves W one step later (its alpha column is zeroed
+// meanwhile). Wider blocks: R's update, then a combine that also pays the deferred X += W (T alpha).
 // Dense n x m passes through our streaming kernels (kernels/block_ops.cu) for k <= 32, cuBLAS beyond; the
 // small k x k work on the host.
 #include <algorithm>
@@ -47,21 +50,24 @@ struct Orth {
   Small T;
   double pivot_ratio = 1;  // first over last kept pivot: estimates cond(G)
 };
-Orth pivoted_cholqr(Small G, double drop) {
+// Columns marked in `excluded` are never pivots (they stay out of T).
+Orth pivoted_cholqr(Small G, double drop, const std::vector<bool>& excluded = {}) {
   const int m = G.rows;
+  auto out = [&](int c) { return !excluded.empty() && excluded[c]; };
   std::vector<int> piv(m);
   std::iota(piv.begin(), piv.end(), 0);
   double max_diag = 0;
-  for (int i = 0; i < m; ++i) max_diag = std::max(max_diag, G(i, i));
+  for (int i = 0; i < m; ++i)
+    if (!out(i)) max_diag = std::max(max_diag, G(i, i));
   Small L(m, m);
   int r = 0;
   for (; r < m; ++r) {
     int best = r;
     for (int i = r + 1; i < m; ++i)
-      if (G(piv[i], piv[i]) > G(piv[best], piv[best])) best = i;
+      if (out(piv[best]) || (!out(piv[i]) && G(piv[i], piv[i]) > G(piv[best], piv[best]))) best = i;
     std::swap(piv[r], piv[best]);
     const double d = G(piv[r], piv[r]);
-    if (!(d > drop * max_diag) || !(d > 0)) break;
+    if (out(piv[r]) || !(d > drop * max_diag) || !(d > 0)) break;
     const double l = std::sqrt(d);
     L(r, r) = l;
     for (int i = r + 1; i < m; ++i) L(i, r) = G(piv[i], piv[r]) / l;
@@ -258,6 +264,26 @@ class DenseSteps {
     // kernels that read the staging buffer run in stream order: no wait here (the next Gram read-back waits).
     if (!own_) CHECK_CUDA(cudaStreamSynchronize(s_));
   }
+  bool fuses(int m, int k) const { return own_ && m <= kBlockStepMaxColumns && k <= kBlockStepMaxColumns; }
+  // One pass (fuses(m, k)): X += W Ta; R -= V Ta; Wn = diag(d) R(:, act) + W Tb(:, act); returns ||R(:, c)||^2.
+  std::vector<double> step(double* X, double* R, int k, const double* W, const double* V, int m, const Small& Ta,
+                           const Small& Tb, const std::vector<int>& act, const double* d, double* Wn,
+                           DeviceArray<double>& norms) {
+    std::vector<double> rr(k);
+    std::vector<int> pos(k, -1);
+    bool in_order = static_cast<int>(act.size()) == k;
+    for (size_t c = 0; c < act.size(); ++c) {
+      pos[act[c]] = static_cast<int>(c);
+      in_order &= act[c] == static_cast<int>(c);
+    }
+    upload(Ta);
+    upload(Tb, Ta.a.size());
+    CHECK_CUDA(cudaMemcpyAsync(sel_.data(), pos.data(), pos.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
+    launch_block_step(n_, m, k, W, V, R, X, d, small_.data(), small_.data() + Ta.a.size(), sel_.data(),
+                      static_cast<int>(act.size()), in_order, Wn, norms.data(), *ws_, s_);
+    read_back(norms.data(), rr);
+    return rr;
+  }
   // X += W A (unless X is null: the caller owes it); R -= V A; returns ||R(:, c)||^2.
   std::vector<double> update_xr(double* X, double* R, int k, const double* W, const double* V, int m, const Small& A,
                                 DeviceArray<double>& norms, const ReductionWorkspace& rws) {
@@ -442,7 +468,12 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       }
       for (double v : WtW.a) failed |= !std::isfinite(v);
       if (failed) break;
-      const Orth o = pivoted_cholqr(WtW, second_pass ? 0.0 : BlockCgTuning::drop);
+      // W columns of right-hand sides that stopped running in the last step (the one-pass step forms W before
+      // it knows the new norms) stay out of P, as if W had been formed without them.
+      std::vector<bool> stopped(m, false);
+      if (!second_pass)
+        for (int c = 0; c < m; ++c) stopped[c] = mon.status(cols_of_w[c]) != ColumnStatus::running;
+      const Orth o = pivoted_cholqr(WtW, second_pass ? 0.0 : BlockCgTuning::drop, stopped);
       if (second_pass) {
         failed = static_cast<int>(o.kept.size()) != r;
         T = o.T;
@@ -451,7 +482,7 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       std::vector<bool> kept(m, false);
       for (int c : o.kept) kept[c] = true;
       for (int c = 0; c < m; ++c)
-        if (!kept[c]) mon.mark_deflated(cols_of_w[c]);
+        if (!kept[c] && !stopped[c]) mon.mark_deflated(cols_of_w[c]);
       r = static_cast<int>(o.kept.size());
       T = o.T;
       if (r == 0 || o.pivot_ratio < BlockCgTuning::second_pass_cond) break;
@@ -484,24 +515,40 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       if (mon.status(j) != ColumnStatus::running)
         for (int i = 0; i < r; ++i) alpha(i, j) = 0.0;
     owed_Ta = matmul(T, alpha);  // P alpha = W (T alpha)
+    const Small& Ta = owed_Ta;
+    // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta), so beta needs no pass over the new R
+    Small VtZ = sub(G, m, cv + m, m, k);
+    const Small VtDVTa = matmul(sub(G, m, cv, m, m), Ta);
+    for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
+    Small beta = tmatmul(T, VtZ);  // beta = -(P'AP)^-1 Q'Z
+    spd_solve(PtQ, beta);
+    for (double& v : beta.a) v = -v;
+    if (dense.fuses(m, k)) {
+      // One pass: X += W Ta, R -= V Ta, ||R(:, j)||^2, and the next W = Z(:, act) + W T beta(:, act) for the
+      // columns running now. A column that converges in this step leaves W one step later (its alpha column
+      // is zeroed meanwhile): the search block is formed before the new norms are known.
+      pay_x();
+      act = active_columns();
+      std::vector<double> rr;
+      timer.run("step", 8.0 * n * (2 * m + 4 * k + static_cast<double>(act.size()) + (dinv ? 1 : 0)), [&] {
+        rr = dense.step(X.data(), R.data(), k, W, V.data(), m, Ta, matmul(T, beta), act, dinv, spare, norms);
+      });
+      std::swap(W, spare);
+      m = static_cast<int>(act.size());
+      cols_of_w = act;
+      ++it;
+      observe(rr, it);
+      continue;
+    }
     std::vector<double> rr;
     // R -= V Ta; ||R(:, j)||^2; X += W Ta is owed (paid by the next combine)
     timer.run("update-r", 8.0 * n * (m + 2 * k), [&] {
       rr = dense.update_xr(nullptr, R.data(), k, nullptr, V.data(), m, owed_Ta, norms, ws);
     });
     x_owed = true;
-    const Small& Ta = owed_Ta;
     ++it;
     observe(rr, it);
     if (mon.all_done()) break;
-    // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta)
-    Small VtZ = sub(G, m, cv + m, m, k);
-    const Small VtDVTa = matmul(sub(G, m, cv, m, m), Ta);
-    for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
-
-    Small beta = tmatmul(T, VtZ);  // beta = -(P'AP)^-1 Q'Z
-    spd_solve(PtQ, beta);
-    for (double& v : beta.a) v = -v;
     act = active_columns();
     Small beta_act(r, static_cast<int>(act.size()));
     for (size_t c = 0; c < act.size(); ++c)

@@ -484,3 +484,60 @@ TEST(BlockOps, UpdateMatchesHostLoops) {
       }
     }
 }
+
+// Block CG's one-pass step: X += W Ta; R -= V Ta; norms; Wn(:, pos[c]) = diag(d) R(:, c) + W Tb(:, c). Shapes
+// cover odd widths (8-byte paths), full 16-column tiles, a subset of columns kept, a permutation, none kept.
+TEST(BlockOps, StepMatchesHostLoops) {
+  SPCG_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Shape { int m, k; std::vector<int> act; bool scaled; };
+  auto all = [](int k) {
+    std::vector<int> a(k);
+    for (int c = 0; c < k; ++c) a[c] = c;
+    return a;
+  };
+  const std::vector<Shape> shapes{{16, 16, all(16), false}, {16, 16, all(16), true}, {16, 16, {0, 2, 3, 5, 8, 13, 15}, true},
+                                  {5, 7, {1, 4, 6}, false},     {1, 1, all(1), true},      {16, 3, all(3), false},
+                                  {3, 16, {15, 4, 0}, true},    {15, 15, all(15), true},   {16, 16, {}, false},
+                                  {12, 16, all(16), false}};
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
+    for (const Shape& sh : shapes) {
+      const int m = sh.m, k = sh.k, b = static_cast<int>(sh.act.size());
+      SCOPED_TRACE("n " + std::to_string(n) + " m " + std::to_string(m) + " k " + std::to_string(k) + " kept " +
+                   std::to_string(b) + (sh.scaled ? " scaled" : ""));
+      BlockOpsData d(static_cast<uint64_t>(n * 37 + k * 5 + m + b));
+      const std::vector<double> x0 = d.random(n * k), r0 = d.random(n * k), w = d.random(n * m), v = d.random(n * m),
+                                ta = d.random(static_cast<size_t>(m) * k), tb = d.random(static_cast<size_t>(m) * k),
+                                sc = d.random(n);
+      std::vector<int> pos(k, -1);
+      bool in_order = b == k;
+      for (int c = 0; c < b; ++c) pos[sh.act[c]] = c, in_order &= sh.act[c] == c;
+      DeviceArray<double> dx(x0), dr(r0), dw(w), dv(v), dta(ta), dtb(tb), dsc(sc), drr(std::vector<double>(k, nan)),
+          dwn(std::vector<double>(n * b, nan));
+      DeviceArray<int> dpos(pos);
+      BlockOpsWorkspace ws(16);
+      launch_block_step(n, m, k, dw.data(), dv.data(), dr.data(), dx.data(), sh.scaled ? dsc.data() : nullptr, dta.data(),
+                        dtb.data(), dpos.data(), b, in_order, dwn.data(), drr.data(), ws, 0);
+      const std::vector<double> x = dx.download(), rres = dr.download(), rr = drr.download(), wn = dwn.download();
+      for (int c = 0; c < k; ++c) {
+        long double norm = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          long double xr = x0[i * k + c], rv = r0[i * k + c], z = 0;
+          for (int l = 0; l < m; ++l) {
+            xr += static_cast<long double>(w[i * m + l]) * ta[static_cast<size_t>(c) * m + l];
+            rv -= static_cast<long double>(v[i * m + l]) * ta[static_cast<size_t>(c) * m + l];
+            z += static_cast<long double>(w[i * m + l]) * tb[static_cast<size_t>(c) * m + l];
+          }
+          ASSERT_NEAR(x[i * k + c], static_cast<double>(xr), 1e-13 * (m + 1)) << "X (" << i << ", " << c << ")";
+          ASSERT_NEAR(rres[i * k + c], static_cast<double>(rv), 1e-13 * (m + 1)) << "R (" << i << ", " << c << ")";
+          if (pos[c] >= 0) {
+            z += (sh.scaled ? sc[i] : 1.0) * static_cast<long double>(rres[i * k + c]);
+            ASSERT_NEAR(wn[i * b + pos[c]], static_cast<double>(z), 1e-13 * (m + 2)) << "Wn (" << i << ", " << pos[c] << ")";
+          }
+          norm += static_cast<long double>(rres[i * k + c]) * rres[i * k + c];
+        }
+        ASSERT_NEAR(rr[c], static_cast<double>(norm), 1e-13 * static_cast<double>(norm) + 1e-300) << "norm " << c;
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+}

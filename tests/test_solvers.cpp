@@ -338,7 +338,9 @@ TEST_F(GpuSolver, BlockCgFinishesWithMultiCgWhenTheBlockRecurrenceBreaksDown) {
   const std::vector<double> rel = relative_residuals(a, r.x, b);
   EXPECT_GT(r.result.fallback_columns, 0) << "no breakdown on nos6 any more: plant another for this test";
   for (int j = 0; j < b.cols; ++j) {
-    EXPECT_EQ(r.result.columns[j].status, ColumnStatus::converged) << "col " << j << " " << to_string(r.result.columns[j].status);
+    // deflated: converged, and its direction was dropped as dependent on the way (which one depends on rounding)
+    const auto st = r.result.columns[j].status;
+    EXPECT_TRUE(st == ColumnStatus::converged || st == ColumnStatus::deflated) << "col " << j << " " << to_string(st);
     EXPECT_LT(rel[j], 20 * 1e-8) << "col " << j;
     // the restart costs iterations, but not unboundedly (x itself is only defined to kappa * rtol ~ 0.1 here)
     EXPECT_LE(r.result.columns[j].iterations, 3 * e.iterations[j]) << "col " << j;
