@@ -60,11 +60,14 @@ double measure_copy_bandwidth_gbs() {
 
 std::vector<std::string> spd_files(const std::string& dir, int64_t max_rows) {
   std::vector<std::string> out;
-  if (dir.empty() || !fs::is_directory(dir)) return out;
+  if (dir.empty()) return out;
+  if (!fs::is_directory(dir)) throw UsageError("--matrix-dir " + dir + ": not a directory");
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string p = e.path().string();
     if (p.size() > 4 && (p.substr(p.size() - 4) == ".mtx" || p.substr(p.size() - 7) == ".mtx.gz")) out.push_back(p);
   }
+  // A directory of subdirectories (../shared/matrices rather than its spd/) would silently bench nothing.
+  if (out.empty()) throw UsageError("--matrix-dir " + dir + ": no .mtx or .mtx.gz files there (use --no-files to bench generated matrices only)");
   std::sort(out.begin(), out.end());
   if (max_rows > 0) {
     std::vector<std::string> small;
