@@ -14,7 +14,10 @@
 //  combine, update: G threads per row (G = next power of two of max(columns) / 4), 4 adjacent columns per
 //           thread, 32 / G rows per warp; a thread loads 4 entries of each input row and the G threads of a row
 //           exchange them by shuffles, so the row product with the small matrix (in shared memory) needs no
-//           staging or barrier. Output rows are written once, coalesced.
+//           staging or barrier. Output rows are written once, coalesced; a thread's 4 columns are two 16-byte
+//           accesses where the rows are aligned.
+//  step:    block CG's update and next search block in one pass (m, k <= 16) on FP64 tensor cores: a warp per
+//           8 rows, the small matrices held as MMA fragments in registers (block_step_kernel).
 #include <algorithm>
 #include <cstdint>
 
