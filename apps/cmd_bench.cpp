@@ -58,7 +58,9 @@ double measure_copy_bandwidth_gbs() {
   return 2.0 * bytes / (median(ms) * 1e6);
 }
 
-std::vector<std::string> spd_files(const std::string& dir, int64_t max_rows) {
+// The .mtx / .mtx.gz files of dir, sorted; none for an empty dir (no default directory was found). A directory
+// without any (../shared/matrices rather than its spd/) is a usage error: it would silently bench nothing.
+std::vector<std::string> mtx_files(const std::string& dir) {
   std::vector<std::string> out;
   if (dir.empty()) return out;
   if (!fs::is_directory(dir)) throw UsageError("--matrix-dir " + dir + ": not a directory");
@@ -66,9 +68,13 @@ std::vector<std::string> spd_files(const std::string& dir, int64_t max_rows) {
     const std::string p = e.path().string();
     if (p.size() > 4 && (p.substr(p.size() - 4) == ".mtx" || p.substr(p.size() - 7) == ".mtx.gz")) out.push_back(p);
   }
-  // A directory of subdirectories (../shared/matrices rather than its spd/) would silently bench nothing.
   if (out.empty()) throw UsageError("--matrix-dir " + dir + ": no .mtx or .mtx.gz files there (use --no-files to bench generated matrices only)");
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> spd_files(const std::string& dir, int64_t max_rows) {
+  std::vector<std::string> out = mtx_files(dir);
   if (max_rows > 0) {
     std::vector<std::string> small;
     for (const auto& p : out) {
@@ -558,6 +564,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
   if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg or block-cg");
   if (vm["runs"].as<int>() < 1) throw UsageError("--runs must be >= 1");
+  if (!vm.count("no-files")) mtx_files(vm["matrix-dir"].as<std::string>());  // arguments before the device
   std::string why;
   if (!cuda_device_available(&why)) throw CudaError("benchmarks need a CUDA device: " + why);
   const std::string what = vm["what"].as<std::string>();

@@ -63,6 +63,10 @@ TEST(Cli, UsageErrorsExitTwo) {
   expect("info", 2, "missing matrix");
   expect("info poisson3d:4 --format xml", 2, "--format must be");
   expect("bench", 2, "");
+  expect("bench spmv --matrix-dir /nonexistent/dir", 2, "--matrix-dir /nonexistent/dir: not a directory");
+  const std::string empty_dir = tmp("no_mtx_here");
+  std::filesystem::create_directories(empty_dir);
+  expect("bench spmv --matrix-dir " + empty_dir, 2, "no .mtx or .mtx.gz files there");
 }
 
 TEST(Cli, BadInputExitsOneWithTheReadersMessage) {
