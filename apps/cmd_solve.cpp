@@ -74,6 +74,8 @@ int run_solve(const std::vector<std::string>& args) {
       ("history", po::value<std::string>(), "write the residual history as CSV")
       ("monitor", po::value<int>()->default_value(0), "print a residual line every N iterations")
       ("check-every", po::value<int>()->default_value(8), "fused path: iterations between residual reads")
+      ("stagnation", po::value<int>()->default_value(200),
+       "block-cg: hand the running columns to multi-cg after N iterations without a new best residual (0: never)")
       ("timing", po::value<std::string>()->default_value("auto"), "kernels | phases | auto (kernels for n >= 200000)")
       ("graph", po::value<std::string>()->default_value("auto"), "auto | on | off: CUDA graph for the iteration batches")
       ("persistent", po::value<std::string>()->default_value("auto"),
@@ -109,6 +111,7 @@ int run_solve(const std::vector<std::string>& args) {
   if (!(tol >= 0) || !(atol >= 0) || !std::isfinite(tol) || !std::isfinite(atol))
     throw UsageError("--tol and --atol must be finite and >= 0");
   if (monitor < 0 || vm["check-every"].as<int>() < 1) throw UsageError("--monitor must be >= 0 and --check-every >= 1");
+  if (vm["stagnation"].as<int>() < 0) throw UsageError("--stagnation must be >= 0");
   if (vops == "thrust" && solver != "cg") throw UsageError("--vector-ops thrust is the reference path of --solver cg only");
 
   std::string why_no_gpu;
@@ -163,6 +166,7 @@ int run_solve(const std::vector<std::string>& args) {
   SolveOptions o;
   o.stop = {tol, atol, maxit};
   o.precond = precond, o.vector_ops = vops, o.check_every = vm["check-every"].as<int>(), o.graph = graph;
+  o.stagnation_window = vm["stagnation"].as<int>();
   o.persistent = persistent;
   o.deterministic = vm.count("deterministic") > 0, o.monitor_every = monitor, o.keep_history = vm.count("history") > 0;
   o.time_kernels = timing == "kernels" || (timing == "auto" && st.rows >= 200000);

@@ -28,8 +28,7 @@ void print_report(const SolveReport& r) {
               r.vector_ops.c_str(), r.backend.c_str(), s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
   if (s.fallback_columns > 0)
-    std::printf("fallback    the block recurrence lost positive definiteness (rounding); %d column(s) finished by multi-cg\n",
-                s.fallback_columns);
+    std::printf("fallback    %s; %d column(s) finished by multi-cg\n", s.fallback_reason.c_str(), s.fallback_columns);
   std::printf("\nphase                       ms\n");
   for (const auto& p : r.phases) std::printf("  %-20s %10.3f\n", p.name.c_str(), p.ms);
   if (!s.kernels.empty()) {
@@ -76,6 +75,7 @@ std::string report_json(const SolveReport& r) {
   j.kv("solver", r.solver).kv("precond", r.precond).kv("vector_ops", r.vector_ops).kv("backend", r.backend);
   j.kv("kernel", r.kernel).kv("kernel_reason", r.kernel_reason).kv("rtol", r.rtol).kv("atol", r.atol);
   j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent).kv("fallback_columns", s.fallback_columns);
+  if (s.fallback_columns > 0) j.kv("fallback_reason", s.fallback_reason);
   j.begin_array("phases");
   for (const auto& p : r.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
   j.end_array();

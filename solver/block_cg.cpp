@@ -1,9 +1,11 @@
 // block-cg: breakdown-free block CG (O'Leary 1980; Ji & Li, "Breakdown-free version of the block conjugate
 // gradient method", 2017). The search block is orthonormalised every iteration by Cholesky-QR, with a pivoted
-// Cholesky that drops directions whose pivot falls below a relative threshold: a duplicate or dependent
-// right-hand side, or one that has converged, leaves the block instead of breaking it; a second pass
-// (CholQR2) when the Gram matrix is ill-conditioned. Converged columns are frozen (their alpha columns are
-// zeroed) while their directions stay in the Krylov space of the others.
+// Cholesky of the equilibrated Gram matrix that drops directions at a small angle to the kept ones
+// (solver/small_dense.cpp): a duplicate or dependent right-hand side, or one that has converged, leaves the
+// block instead of breaking it; a second pass (CholQR2) when the Gram matrix is ill-conditioned. Converged
+// columns are frozen (their alpha columns are zeroed) while their directions stay in the Krylov space of the
+// others. The running columns go on as multi-cg from the current X when P'AP stops being numerically SPD, or
+// when the block stalls (no new best residual in SolveOptions::stagnation_window iterations).
 // The orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
 // every product with P is a product with W and a small matrix, and one Gram pass gives all the k x k data:
 //   R = B - A X;  W = M^-1 R
@@ -22,133 +24,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <memory>
 #include <numeric>
 
 #include "block_ops.hpp"
 #include "iteration_runner.hpp"
+#include "small_dense.hpp"
 #include "solver.hpp"
 #include "vector_ops.hpp"
 
 namespace spcg {
 namespace {
-
-// Column-major small dense matrix on the host.
-struct Small {
-  int rows = 0, cols = 0;
-  std::vector<double> a;
-  Small(int r = 0, int c = 0) : rows(r), cols(c), a(static_cast<size_t>(r) * c, 0.0) {}
-  double& operator()(int i, int j) { return a[static_cast<size_t>(j) * rows + i]; }
-  double operator()(int i, int j) const { return a[static_cast<size_t>(j) * rows + i]; }
-};
-
-// Pivoted Cholesky of the m x m Gram matrix G = Pi' L L' Pi, stopping when the next pivot is below
-// drop * max diagonal. Returns the kept columns (in pivot order) and T = Pi[:, kept] L^-T (m x r), so W T
-// has orthonormal columns.
-struct Orth {
-  std::vector<int> kept;
-  Small T;
-  double pivot_ratio = 1;  // first over last kept pivot: estimates cond(G)
-};
-// Columns marked in `excluded` are never pivots (they stay out of T).
-Orth pivoted_cholqr(Small G, double drop, const std::vector<bool>& excluded = {}) {
-  const int m = G.rows;
-  auto out = [&](int c) { return !excluded.empty() && excluded[c]; };
-  std::vector<int> piv(m);
-  std::iota(piv.begin(), piv.end(), 0);
-  double max_diag = 0;
-  for (int i = 0; i < m; ++i)
-    if (!out(i)) max_diag = std::max(max_diag, G(i, i));
-  Small L(m, m);
-  int r = 0;
-  for (; r < m; ++r) {
-    int best = r;
-    for (int i = r + 1; i < m; ++i)
-      if (out(piv[best]) || (!out(piv[i]) && G(piv[i], piv[i]) > G(piv[best], piv[best]))) best = i;
-    std::swap(piv[r], piv[best]);
-    const double d = G(piv[r], piv[r]);
-    if (out(piv[r]) || !(d > drop * max_diag) || !(d > 0)) break;
-    const double l = std::sqrt(d);
-    L(r, r) = l;
-    for (int i = r + 1; i < m; ++i) L(i, r) = G(piv[i], piv[r]) / l;
-    // Schur complement update on the remaining pivots.
-    for (int i = r + 1; i < m; ++i)
-      for (int j = r + 1; j <= i; ++j) {
-        const double v = G(piv[i], piv[j]) - L(i, r) * L(j, r);
-        G(piv[i], piv[j]) = v;
-        G(piv[j], piv[i]) = v;
-      }
-  }
-  Orth o;
-  o.kept.assign(piv.begin(), piv.begin() + r);
-  if (r > 0) o.pivot_ratio = (L(0, 0) * L(0, 0)) / (L(r - 1, r - 1) * L(r - 1, r - 1));
-  // T = Pi[:, :r] L[:r, :r]^-T : column c of T solves L^T t = e_c, placed at the pivoted rows.
-  o.T = Small(m, r);
-  for (int c = 0; c < r; ++c) {
-    std::vector<double> t(r, 0.0);
-    for (int i = r - 1; i >= 0; --i) {  // back substitution with L^T (upper)
-      double v = (i == c) ? 1.0 : 0.0;
-      for (int j = i + 1; j < r; ++j) v -= L(j, i) * t[j];
-      t[i] = v / L(i, i);
-    }
-    for (int i = 0; i < r; ++i) o.T(piv[i], c) = t[i];
-  }
-  return o;
-}
-
-// Solves S X = Y for SPD S (r x r) by Cholesky; returns false when S is not positive definite.
-bool spd_solve(const Small& S, Small& Y) {
-  const int r = S.rows;
-  Small L(r, r);
-  for (int j = 0; j < r; ++j) {
-    double d = S(j, j);
-    for (int p = 0; p < j; ++p) d -= L(j, p) * L(j, p);
-    if (!(d > 0)) return false;
-    L(j, j) = std::sqrt(d);
-    for (int i = j + 1; i < r; ++i) {
-      double v = S(i, j);
-      for (int p = 0; p < j; ++p) v -= L(i, p) * L(j, p);
-      L(i, j) = v / L(j, j);
-    }
-  }
-  for (int c = 0; c < Y.cols; ++c) {
-    for (int i = 0; i < r; ++i) {
-      double v = Y(i, c);
-      for (int p = 0; p < i; ++p) v -= L(i, p) * Y(p, c);
-      Y(i, c) = v / L(i, i);
-    }
-    for (int i = r - 1; i >= 0; --i) {
-      double v = Y(i, c);
-      for (int p = i + 1; p < r; ++p) v -= L(p, i) * Y(p, c);
-      Y(i, c) = v / L(i, i);
-    }
-  }
-  return true;
-}
-
-Small matmul(const Small& A, const Small& B) {  // A B
-  Small C(A.rows, B.cols);
-  for (int j = 0; j < B.cols; ++j)
-    for (int p = 0; p < A.cols; ++p)
-      for (int i = 0; i < A.rows; ++i) C(i, j) += A(i, p) * B(p, j);
-  return C;
-}
-Small tmatmul(const Small& A, const Small& B) {  // A' B
-  Small C(A.cols, B.cols);
-  for (int j = 0; j < B.cols; ++j)
-    for (int i = 0; i < A.cols; ++i) {
-      double v = 0;
-      for (int p = 0; p < A.rows; ++p) v += A(p, i) * B(p, j);
-      C(i, j) = v;
-    }
-  return C;
-}
-Small sub(const Small& A, int r0, int c0, int rows, int cols) {
-  Small S(rows, cols);
-  for (int j = 0; j < cols; ++j)
-    for (int i = 0; i < rows; ++i) S(i, j) = A(r0 + i, c0 + j);
-  return S;
-}
 
 class Blas {
  public:
@@ -328,7 +216,12 @@ class DenseSteps {
 };
 
 struct BlockCgTuning {
-  static constexpr double drop = 1e-12;  // relative pivot below which a direction is dependent
+  // A direction is dependent when the squared sine of its angle to the span of the kept ones (the pivot of the
+  // equilibrated W'W) is below this: far above the rounding of a duplicate or combined right-hand side in the
+  // Gram pass (~1e-15), and low enough that directions of an ill-conditioned block are kept (1e-12 made block
+  // CG stall on bcsstk04 without a preconditioner; docs/perf-notes.md, session 13).
+  static constexpr double drop = 1e-13;
+  static constexpr double stall_progress = 0.9;  // a new best residual must be below this times the last
   // With P = W T implicit, P'AP = T'(W'AW)T carries relative errors ~ cond(W'W) eps, and one CholQR pass
   // leaves P orthonormal to ~ cond(W'W) eps: above this the block is formed (P = W T) and orthonormalised
   // again (CholQR2).
@@ -388,7 +281,8 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   };
   // The running columns go on as independent CG recurrences (multi-cg) from the current X; their statuses and
   // iteration counts (it + multi-cg's) come from that solve.
-  auto finish_with_multi_cg = [&](int it) {
+  auto finish_with_multi_cg = [&](int it, const std::string& reason) {
+    res.fallback_reason = reason;
     pay_x();
     const std::vector<int> cols = active_columns();
     const int a = static_cast<int>(cols.size());
@@ -429,6 +323,20 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     x_owed = false;
     std::swap(W, spare);
     m = m_new;
+  };
+  // Stall watch: the largest relative residual among the running columns must reach a new best (below
+  // stall_progress x the last) at least once every o.stagnation_window iterations.
+  double best_worst = std::numeric_limits<double>::infinity();
+  int best_at = 0;
+  auto stalled = [&](int it) {
+    if (o.stagnation_window <= 0) return false;
+    double worst = 0;
+    for (int j : active_columns()) worst = std::max(worst, mon.residual(j) / std::max(bn[j], 1e-300));
+    if (worst < BlockCgTuning::stall_progress * best_worst) best_worst = worst, best_at = it;
+    return it - best_at >= o.stagnation_window;
+  };
+  auto stall_note = [&] {
+    return "no progress in " + std::to_string(o.stagnation_window) + " iterations (largest relative residual of the running columns)";
   };
   int it = 0;
   {
@@ -496,7 +404,7 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       break;
     }
     if (r == 0) {  // every remaining direction was dependent, yet columns run: the recurrence lost them
-      finish_with_multi_cg(it);
+      finish_with_multi_cg(it, "every direction of the block dropped while columns still run");
       break;
     }
     // G = [W'W W'V W'R; . V'M^-1 V  V'M^-1 R] (the W'W column block only with_wtw)
@@ -507,7 +415,7 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace, or rounding
       bool finite = true;
       for (double v : PtQ.a) finite &= std::isfinite(v);
-      if (finite) finish_with_multi_cg(it);
+      if (finite) finish_with_multi_cg(it, "P'AP of the block lost positive definiteness");
       else fail_active(ColumnStatus::non_finite, it);
       break;
     }
@@ -538,6 +446,10 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       cols_of_w = act;
       ++it;
       observe(rr, it);
+      if (!mon.all_done() && stalled(it)) {
+        finish_with_multi_cg(it, stall_note());
+        break;
+      }
       continue;
     }
     std::vector<double> rr;
@@ -549,6 +461,10 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     ++it;
     observe(rr, it);
     if (mon.all_done()) break;
+    if (stalled(it)) {
+      finish_with_multi_cg(it, stall_note());
+      break;
+    }
     act = active_columns();
     Small beta_act(r, static_cast<int>(act.size()));
     for (size_t c = 0; c < act.size(); ++c)

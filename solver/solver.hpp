@@ -25,6 +25,9 @@ struct SolveOptions {
   bool deterministic = false;
   int monitor_every = 0;             // --monitor N
   bool keep_history = false;
+  // block-cg: the running columns go on as multi-cg when the largest relative residual among them has not
+  // fallen below 0.9 x its best for this many iterations (0: never)
+  int stagnation_window = 200;
 };
 
 struct ColumnResult {
@@ -45,7 +48,8 @@ struct SolveResult {
   int64_t operator_columns = 0;   // sum of the block widths of those calls
   bool used_graph = false;
   bool used_persistent = false;     // CG ran as one cooperative kernel (small system)
-  int fallback_columns = 0;         // block-cg: columns finished by multi-cg after the block recurrence broke down
+  int fallback_columns = 0;         // block-cg: columns finished by multi-cg (the block recurrence broke down or stalled)
+  std::string fallback_reason;      // block-cg: why, when fallback_columns > 0
   std::vector<std::vector<std::pair<int, double>>> history;
   bool all_converged() const;
 };

@@ -46,6 +46,7 @@ TEST(Cli, HelpListsOptionsWithDefaults) {
   expect("solve --help", 0, "--tol");
   expect("solve --help", 0, "(=1e-08)");
   expect("solve --help", 0, "--kernel arg (=auto)");
+  expect("solve --help", 0, "--stagnation arg (=200)");
   expect("info --help", 0, "--format");
 }
 
@@ -60,6 +61,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   expect("solve --backend tpu", 2, "--backend must be");
   expect("solve --persistent sometimes --backend host", 2, "--persistent must be");
   expect("solve --nrhs 0 --backend host", 2, "--nrhs");
+  expect("solve --stagnation -1 --backend host", 2, "--stagnation must be >= 0");
   expect("info", 2, "missing matrix");
   expect("info poisson3d:4 --format xml", 2, "--format must be");
   expect("bench", 2, "");
