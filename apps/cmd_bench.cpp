@@ -458,6 +458,87 @@ int bench_cg(const po::variables_map& vm) {
   return 0;
 }
 
+int max_iterations(const SolveResult& r) {
+  int w = 0;
+  for (const auto& c : r.columns) w = std::max(w, c.iterations);
+  return w;
+}
+
+// Robustness on real matrices: block-cg against multi-cg (k independent CG recurrences) on every SPD file of
+// --matrix-dir below 50000 rows, without and with Jacobi. Small files are latency-bound, so the figure is the
+// iteration count of the slowest column, plus whether the block recurrence kept its block to the end (or
+// handed its columns to multi-cg, and why).
+void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Json& j) {
+  const std::vector<std::string> files = spd_files(vm["matrix-dir"].as<std::string>(), 50000);
+  if (files.empty()) return;
+  std::printf("\n== SPD files of %s (n < 50000), k = %d random right-hand sides, rtol %.0e: iterations of the slowest column\n",
+              vm["matrix-dir"].as<std::string>().c_str(), k, rtol);
+  std::printf("%-22s %8s %-7s %9s %9s %7s %-9s %s\n", "matrix", "rows", "precond", "block-cg", "multi-cg", "ratio",
+              "converged", "block-cg fallback");
+  int solves = 0, fallbacks = 0, slower = 0, both_converged = 0;
+  long long block_sum = 0, multi_sum = 0;
+  j.begin_array("files");
+  for (const auto& f : files) {
+    Problem p;
+    try {
+      p = load_problem(f);
+    } catch (const InputError& e) {
+      std::printf("%-22s skipped: %s\n", f.c_str(), e.what());
+      continue;
+    }
+    const CsrMatrix& a = p.a;
+    OperatorOptions ok;
+    ok.expected_k = k;
+    auto op = make_operator("auto", a, ok);
+    const DenseBlock b = make_rhs("random", a.rows, k, 5);
+    DeviceBlock B(a.rows, k), X(a.rows, k);
+    B.values.upload(b.data);
+    for (const bool jacobi : {false, true}) {
+      std::vector<double> dinv_host;
+      try {
+        if (jacobi) dinv_host = jacobi_inverse_diagonal(a);
+      } catch (const InputError& e) {
+        std::printf("%-22s %8d %-7s skipped: %s\n", p.name.substr(0, 22).c_str(), a.rows, "jacobi", e.what());
+        continue;
+      }
+      DeviceArray<double> dinv(dinv_host);
+      SolveOptions o;
+      o.stop = {rtol, 0, vm["maxit"].as<int>()};
+      o.time_kernels = false;
+      o.precond = jacobi ? "jacobi" : "none";
+      auto run = [&](const std::string& solver) {
+        X.values.upload(std::vector<double>(X.size(), 0.0));
+        return solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
+      };
+      const SolveResult block = run("block-cg"), multi = run("multi-cg");
+      const int bi = max_iterations(block), mi = max_iterations(multi);
+      ++solves;
+      fallbacks += block.fallback_columns > 0;
+      if (block.all_converged() && multi.all_converged()) {
+        ++both_converged, block_sum += bi, multi_sum += mi;
+        slower += bi > mi;
+      }
+      const std::string conv = std::string(block.all_converged() ? "yes" : "NO") + "/" + (multi.all_converged() ? "yes" : "NO");
+      const std::string fb = block.fallback_columns > 0
+                                 ? std::to_string(block.fallback_columns) + " column(s): " + block.fallback_reason
+                                 : "-";
+      std::printf("%-22s %8d %-7s %9d %9d %7.2f %-9s %s\n", p.name.substr(0, 22).c_str(), a.rows, o.precond.c_str(), bi, mi,
+                  static_cast<double>(bi) / std::max(1, mi), conv.c_str(), fb.c_str());
+      j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("precond", o.precond);
+      j.kv("block_cg_iterations", bi).kv("multi_cg_iterations", mi).kv("block_cg_converged", block.all_converged());
+      j.kv("multi_cg_converged", multi.all_converged()).kv("fallback_columns", block.fallback_columns);
+      j.kv("fallback_reason", block.fallback_reason).end_object();
+    }
+  }
+  j.end_array();
+  std::printf("block-cg kept its block to the end in %d of %d solves; where both converged (%d), %lld iterations vs "
+              "multi-cg's %lld (%.2fx), more than multi-cg in %d\n",
+              solves - fallbacks, solves, both_converged, block_sum, multi_sum,
+              static_cast<double>(block_sum) / std::max(1LL, multi_sum), slower);
+  j.kv("files_solves", solves).kv("files_fallbacks", fallbacks).kv("files_block_iterations", block_sum);
+  j.kv("files_multi_iterations", multi_sum).kv("files_block_slower", slower);
+}
+
 int bench_block_cg(const po::variables_map& vm) {
   const double copy_gbs = measure_copy_bandwidth_gbs();
   const std::string dev = device_name();
@@ -503,26 +584,23 @@ int bench_block_cg(const po::variables_map& vm) {
       for (const auto& c : r.columns) w = std::max(w, c.true_residual / c.b_norm);
       return w;
     };
-    auto max_it = [](const SolveResult& r) {
-      int w = 0;
-      for (const auto& c : r.columns) w = std::max(w, c.iterations);
-      return w;
-    };
     std::printf("\n== %s, k = %d, rtol %.0e (single CG with %s; block kernels %s)\n", p.name.c_str(), k, rtol,
                 auto_choice(*op1, 1).c_str(), auto_choice(*opk, k).c_str());
     std::printf("%-10s %10s %8s %10s %12s %10s %s\n", "solver", "ms", "x 1 CG", "iters", "applies", "worst r", "converged");
     for (const auto* r : {&single, &block, &multi})
       std::printf("%-10s %10.2f %8.2f %10d %12lld %10.1e %s\n", r->solver.c_str(), r->solve_ms, r->solve_ms / single.solve_ms,
-                  max_it(*r), static_cast<long long>(r->operator_applies), worst(*r), r->all_converged() ? "yes" : "NO");
+                  max_iterations(*r), static_cast<long long>(r->operator_applies), worst(*r), r->all_converged() ? "yes" : "NO");
     j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("single_cg_ms", single.solve_ms);
-    j.kv("single_cg_iterations", max_it(single)).kv("block_cg_ms", block.solve_ms).kv("block_cg_ratio", block.solve_ms / single.solve_ms);
-    j.kv("block_cg_iterations", max_it(block)).kv("block_cg_applies", static_cast<long long>(block.operator_applies));
+    j.kv("single_cg_iterations", max_iterations(single)).kv("block_cg_ms", block.solve_ms).kv("block_cg_ratio", block.solve_ms / single.solve_ms);
+    j.kv("block_cg_iterations", max_iterations(block)).kv("block_cg_applies", static_cast<long long>(block.operator_applies));
     j.kv("block_cg_converged", block.all_converged()).kv("block_cg_worst_true_residual", worst(block));
     j.kv("multi_cg_ms", multi.solve_ms).kv("multi_cg_ratio", multi.solve_ms / single.solve_ms);
-    j.kv("multi_cg_iterations", max_it(multi)).kv("multi_cg_applies", static_cast<long long>(multi.operator_applies));
+    j.kv("multi_cg_iterations", max_iterations(multi)).kv("multi_cg_applies", static_cast<long long>(multi.operator_applies));
     j.kv("multi_cg_converged", multi.all_converged()).kv("multi_cg_worst_true_residual", worst(multi)).end_object();
   }
-  j.end_array().end_object();
+  j.end_array();
+  if (!vm.count("no-files")) bench_block_cg_files(vm, k, rtol, j);
+  j.end_object();
   if (vm.count("output")) {
     std::ofstream f(vm["output"].as<std::string>());
     f << j.str() << "\n";
@@ -537,7 +615,7 @@ int run_bench(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("list", "list the registry kernels and exit")
       ("what", po::value<std::string>(), "spmv | spmm | cg | block-cg")
       ("matrices", po::value<std::string>()->default_value(""), "comma-separated files or generator specs (default: the issue's set)")
-      ("matrix-dir", po::value<std::string>()->default_value(default_matrix_dir()), "directory of SPD .mtx files added to the set")
+      ("matrix-dir", po::value<std::string>()->default_value(default_matrix_dir()), "directory of SPD .mtx files added to the set (block-cg: block-cg vs multi-cg iterations on those below 50000 rows)")
       ("no-files", "do not add the files of --matrix-dir")
       ("kernels", po::value<std::string>()->default_value(""), "comma-separated registry names (default: all of the family, cuSPARSE, auto)")
       ("k", po::value<std::string>()->default_value("1,2,4,8,16,32"), "block widths (spmm), or the k of block-cg")
