@@ -25,9 +25,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <string>
 #include <memory>
 #include <numeric>
+#include <string>
 
 #include "block_ops.hpp"
 #include "iteration_runner.hpp"
