@@ -387,6 +387,17 @@ int bench_spmv_spmm(bool spmm, const po::variables_map& vm) {
   return 0;
 }
 
+// Loads a matrix of a table's set; a file the reader refuses becomes a "skipped" row instead of ending the bench.
+bool load_or_skip(const std::string& m, Problem& p) {
+  try {
+    p = load_problem(m);
+    return true;
+  } catch (const InputError& e) {
+    std::printf("%-22s skipped: %s\n", m.c_str(), e.what());
+    return false;
+  }
+}
+
 int bench_cg(const po::variables_map& vm) {
   const double copy_gbs = measure_copy_bandwidth_gbs();
   const std::string dev = device_name();
@@ -402,12 +413,7 @@ int bench_cg(const po::variables_map& vm) {
               "floor us", "x floor", "ref us/it", "vs ref", "ref it", "true r", "kernel");
   for (const auto& m : matrices) {
     Problem p;
-    try {
-      p = load_problem(m);
-    } catch (const InputError& e) {
-      std::printf("%-22s skipped: %s\n", m.c_str(), e.what());
-      continue;
-    }
+    if (!load_or_skip(m, p)) continue;
     const CsrMatrix& a = p.a;
     OperatorOptions oo;
     auto op = make_operator(vm["kernel"].as<std::string>(), a, oo);
@@ -480,12 +486,7 @@ void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Json&
   j.begin_array("files");
   for (const auto& f : files) {
     Problem p;
-    try {
-      p = load_problem(f);
-    } catch (const InputError& e) {
-      std::printf("%-22s skipped: %s\n", f.c_str(), e.what());
-      continue;
-    }
+    if (!load_or_skip(f, p)) continue;
     const CsrMatrix& a = p.a;
     OperatorOptions ok;
     ok.expected_k = k;
