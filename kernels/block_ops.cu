@@ -8,9 +8,9 @@
 //           tiles (the whole result up to 32 x 32), slices of warps take turns over quads of rows, slice sums are added
 //           in a fixed order. (Measured and dropped: a 4 x 4 register tile per thread over rows staged in shared
 //           memory was bound by shared-memory reads, 4 KB per row; a cp.async-staged MMA version reached only
-//           ~1 TB/s.) Block CG's own pass [W, D^-1 V]' [W, V, R] (the left blocks are the first two on the
-//           right) has a kernel of its own, gram_shared: one warp loads each fragment once for both operand
-//           roles and skips the mirrored tiles (H100, 128^3, k = 16: 441 -> 310 us).
+//           ~1 TB/s; a kernel for [W, D^-1 V]' [W, V, R] loading each fragment once for both operand roles,
+//           441 -> 310 us at 128^3, k = 16, was dropped when block CG moved to [W, D^-1 V]' [V, R] in session
+//           13, docs/perf-notes.md.)
 //  combine, update: G threads per row (G = next power of two of max(columns) / 4), 4 adjacent columns per
 //           thread, 32 / G rows per warp; a thread loads 4 entries of each input row and the G threads of a row
 //           exchange them by shuffles, so the row product with the small matrix (in shared memory) needs no
@@ -35,9 +35,6 @@ struct BlockOpsTuning {
   // one warp with 2 quads (spilling) and one with 1 quad all took 218-223 us; the simplest stays.
   static constexpr int gram_small_tiles = 2, gram_small_quads = 4, gram_small_blocks_per_sm = 2;
   static constexpr int gram_wide_tiles = 4, gram_wide_quads = 1, gram_wide_blocks_per_sm = 2;
-  // gram_shared (block CG's [W, D^-1 V]' [W, V, R], m <= 16): quads of rows per warp and step, blocks per SM.
-  static constexpr int gram_shared_quads = 2, gram_shared_blocks_per_sm = 2;
-  static constexpr int gram_shared_max_m = 16, gram_shared_max_k = 16;  // k = 32 spilled (Jacobi)
   static constexpr int columns_per_thread = 4;   // combine/update: adjacent output columns per thread
   static constexpr int stream_blocks_per_sm = 8;
   static constexpr int combine_rows = 4;         // combine: rows per thread sharing each read of M
@@ -175,109 +172,6 @@ __global__ void __launch_bounds__(BlockOpsTuning::threads, MinBlocks)
     for (int sl = 0; sl < slices; ++sl) s += slice_sums[int64_t{sl} * a * b + e];
     partials[int64_t{blockIdx.x} * a * b + e] = s;
   }
-}
-
-// The block-CG pass G = [U1, diag(s) U2]' [U1, U2, V3] (U1 = W, U2 = V, both n x m; V3 = R, n x k): the left
-// blocks are the first two on the right, so a warp loads each 8-column fragment once and feeds it to the MMA as
-// either operand (A and B fragments of m8n8k4 share a lane layout: lane 4 g + t holds row t, column g of the
-// block). U1'U1 and U2'DU2 are symmetric: their upper tiles only, mirrored; without a scale U2'U1 is the mirror
-// of U1'U2. At m = k = 16 that is 6 fragment loads and 18 MMAs per quad of rows instead of the general
-// kernel's 14 loads (two warps, each loading the left blocks) and 24 MMAs. One warp holds the whole result
-// (TM tiles per U block, TK for V3); every warp of the grid takes QU quads of rows per step; the warps of a
-// block add their sums into shared memory in warp order (deterministic).
-template <int TM, int TK, bool Scaled, int QU>
-__global__ void __launch_bounds__(BlockOpsTuning::threads, BlockOpsTuning::gram_shared_blocks_per_sm)
-    gram_shared_kernel(int64_t n, int m, const double* __restrict__ U1, const double* __restrict__ U2,
-                       const double* __restrict__ scale, const double* __restrict__ V3, int k,
-                       double* __restrict__ partials) {
-  constexpr int KT = TK > 0 ? TK : 1;
-  __shared__ double block_sum[16 * TM * (16 * TM + 8 * KT)];  // a x b, column-major
-  const int a = 2 * m, b = 2 * m + k;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int gid = lane >> 2, tig = lane & 3;
-  for (int e = threadIdx.x; e < a * b; e += blockDim.x) block_sum[e] = 0.0;
-  // This lane's column of each fragment, clamped in range (products of clamped columns are never written).
-  int cu[TM], cv[KT];
-#pragma unroll
-  for (int x = 0; x < TM; ++x) cu[x] = min(8 * x + gid, m - 1);
-#pragma unroll
-  for (int z = 0; z < KT; ++z) cv[z] = min(8 * z + gid, max(k - 1, 0));
-  // d11 = U1'U1 (x <= y), d12 = U1'U2, d13 = U1'V3, d21 = U2'DU1 (scaled only), d22 = U2'DU2 (x <= y), d23 = U2'DV3
-  double d11[TM][TM][2] = {}, d12[TM][TM][2] = {}, d13[TM][KT][2] = {}, d21[Scaled ? TM : 1][TM][2] = {},
-         d22[TM][TM][2] = {}, d23[TM][KT][2] = {};
-  const int64_t quads = (n + 3) / 4, full_quads = n / 4;
-  const int64_t step = int64_t{gridDim.x} * warps * QU;
-  auto quads_step = [&](int64_t q0, bool checked) {
-    double f1[QU][TM], f2[QU][TM], f3[QU][KT], sc[QU];
-#pragma unroll
-    for (int u = 0; u < QU; ++u) {
-      const int64_t row = 4 * (q0 + u) + tig;
-      const bool ok = !checked || row < n;
-#pragma unroll
-      for (int x = 0; x < TM; ++x) {
-        f1[u][x] = ok ? __ldg(U1 + row * m + cu[x]) : 0.0;
-        f2[u][x] = ok ? __ldg(U2 + row * m + cu[x]) : 0.0;
-      }
-#pragma unroll
-      for (int z = 0; z < TK; ++z) f3[u][z] = ok ? __ldg(V3 + row * k + cv[z]) : 0.0;
-      sc[u] = Scaled && ok ? __ldg(scale + row) : 1.0;
-    }
-#pragma unroll
-    for (int u = 0; u < QU; ++u) {
-      double s2[TM];
-#pragma unroll
-      for (int x = 0; x < TM; ++x) s2[x] = Scaled ? f2[u][x] * sc[u] : f2[u][x];
-#pragma unroll
-      for (int x = 0; x < TM; ++x) {
-#pragma unroll
-        for (int y = 0; y < TM; ++y) {
-          if (x <= y) dmma_8x8x4(d11[x][y], f1[u][x], f1[u][y]);
-          dmma_8x8x4(d12[x][y], f1[u][x], f2[u][y]);
-          if (Scaled) dmma_8x8x4(d21[Scaled ? x : 0][y], s2[x], f1[u][y]);
-          if (x <= y) dmma_8x8x4(d22[x][y], s2[x], f2[u][y]);
-        }
-#pragma unroll
-        for (int z = 0; z < TK; ++z) {
-          dmma_8x8x4(d13[x][z], f1[u][x], f3[u][z]);
-          dmma_8x8x4(d23[x][z], s2[x], f3[u][z]);
-        }
-      }
-    }
-  };
-  int64_t q0 = (int64_t{blockIdx.x} * warps + warp) * QU;
-  for (; q0 + QU <= full_quads; q0 += step) quads_step(q0, false);  // warp-uniform
-  if (q0 < quads) quads_step(q0, true);
-  // Tile (x, y) of the block at rows r0, columns c0 (c_lim columns there); mirror: also at the transposed place.
-  auto put = [&](const double (&d)[2], int x, int y, int r0, int c0, int c_lim, bool mirror) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int l = 8 * x + gid, c = 8 * y + 2 * tig + h;
-      if (l >= m || c >= c_lim) continue;
-      block_sum[(r0 + l) + (c0 + c) * a] += d[h];
-      if (mirror) block_sum[(c0 + c) + (r0 + l) * a] += d[h];
-    }
-  };
-  for (int w = 0; w < warps; ++w) {
-    __syncthreads();
-    if (w != warp) continue;
-#pragma unroll
-    for (int x = 0; x < TM; ++x) {
-#pragma unroll
-      for (int y = 0; y < TM; ++y) {
-        if (x <= y) put(d11[x][y], x, y, 0, 0, m, x < y);
-        put(d12[x][y], x, y, 0, m, m, !Scaled);
-        if (Scaled) put(d21[Scaled ? x : 0][y], x, y, m, 0, m, false);
-        if (x <= y) put(d22[x][y], x, y, m, m, m, x < y);
-      }
-#pragma unroll
-      for (int z = 0; z < TK; ++z) {
-        put(d13[x][z], x, z, 0, 2 * m, k, false);
-        put(d23[x][z], x, z, m, 2 * m, k, false);
-      }
-    }
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < a * b; e += blockDim.x) partials[int64_t{blockIdx.x} * a * b + e] = block_sum[e];
 }
 
 // The small matrix M (rows x cols, column-major) transposed into shared memory as GC x GC, zero-padded, so a
@@ -617,35 +511,6 @@ void launch_block_gram(int64_t n, const GramInputs& g, double* out, BlockOpsWork
     return;
   }
   using T = BlockOpsTuning;
-  const bool shared_operands = g.U1 == g.V1 && g.a1 == g.b1 && g.U2 == g.V2 && g.a2 == g.b2 && g.a1 == g.a2 &&
-                               g.a1 <= T::gram_shared_max_m && g.b3 <= T::gram_shared_max_k;
-  if (shared_operands) {
-    const int m = g.a1, k = g.b3, tm = ceil_div(m, 8), tk = ceil_div(k, 8);
-    const int64_t rows_per_step = int64_t{4} * T::gram_shared_quads * (T::threads / 32);
-    const int blocks = static_cast<int>(std::min<int64_t>({int64_t{device_sm_count()} * T::gram_shared_blocks_per_sm,
-                                                           ws.gram_blocks, (n + rows_per_step - 1) / rows_per_step}));
-    auto launch = [&](auto tm_c, auto tk_c) {
-      constexpr int TM = decltype(tm_c)::value, TK = decltype(tk_c)::value;
-      constexpr int QU = T::gram_shared_quads;  // with the scale: 2 more fragments, 8 bytes spilled at 2 x 2 x 2 tiles
-      if (g.u2_row_scale)
-        gram_shared_kernel<TM, TK, true, QU><<<blocks, T::threads, 0, s>>>(n, m, g.U1, g.U2, g.u2_row_scale, g.V3, k, ws.partials.data());
-      else
-        gram_shared_kernel<TM, TK, false, QU><<<blocks, T::threads, 0, s>>>(n, m, g.U1, g.U2, nullptr, g.V3, k, ws.partials.data());
-    };
-    auto with_tm = [&](auto tk_c) {
-      if (tm == 1) launch(std::integral_constant<int, 1>{}, tk_c);
-      else launch(std::integral_constant<int, 2>{}, tk_c);
-    };
-    switch (tk) {
-      case 0: with_tm(std::integral_constant<int, 0>{}); break;
-      case 1: with_tm(std::integral_constant<int, 1>{}); break;
-      default: with_tm(std::integral_constant<int, 2>{}); break;
-    }
-    CHECK_LAUNCH("block-gram");
-    reduce_partials_kernel<<<a * b, 32, 0, s>>>(ws.partials.data(), blocks, a * b, out);
-    CHECK_LAUNCH("block-gram-reduce");
-    return;
-  }
   const int tiles = ceil_div(a, 8) * ceil_div(b, 8);
   const bool small = tiles <= 4;
   const int tw = small ? T::gram_small_tiles : T::gram_wide_tiles;

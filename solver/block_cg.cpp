@@ -1,23 +1,24 @@
 // block-cg: breakdown-free block CG (O'Leary 1980; Ji & Li, "Breakdown-free version of the block conjugate
-// gradient method", 2017). The search block is orthonormalised every iteration by Cholesky-QR, with a pivoted
-// Cholesky of the equilibrated Gram matrix that drops directions at a small angle to the kept ones
-// (solver/small_dense.cpp): a duplicate or dependent right-hand side, or one that has converged, leaves the
-// block instead of breaking it; a second pass (CholQR2) when the Gram matrix is ill-conditioned. Converged
+// gradient method", 2017). The search block is A-orthonormalised every iteration by Cholesky-QR in the A inner
+// product, with a pivoted Cholesky of the equilibrated W'AW that drops directions at a small A-angle to the kept
+// ones (solver/small_dense.cpp): a duplicate or dependent right-hand side, or one that has converged, leaves the
+// block instead of breaking it; a second pass (CholQR2) when W'AW is ill-conditioned. Pivoting on W'AW rather
+// than W'W: H100, 42 SuiteSparse files x none/Jacobi at k = 16, 0.55x multi-cg's iterations instead of 0.71x
+// (docs/perf-notes.md, session 13). Converged
 // columns are frozen (their alpha columns are zeroed) while their directions stay in the Krylov space of the
 // others. The running columns go on as multi-cg from the current X when P'AP stops being numerically SPD, or
 // when the block stalls (no new best residual in SolveOptions::stagnation_window iterations).
-// The orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
+// The A-orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
 // every product with P is a product with W and a small matrix, and one Gram pass gives all the k x k data:
 //   R = B - A X;  W = M^-1 R
 //   loop: V = A W                                                      (Q = A P = V T)
-//         [W, M^-1 V]' [W, V, R]     -> T = chol(W'W)^-1 (P = W T),  P'Q = T'(W'V)T,  P'R = T'(W'R)
+//         [W, M^-1 V]' [V, R]        -> T = chol(W'V)^-1 (P = W T),  P'Q = T'(W'V)T = I,  P'R = T'(W'R)
 //         alpha = (P'Q)^-1 P'R;  X += W (T alpha);  R -= V (T alpha)
 //         Q'Z = T'(V'M^-1 R - V'M^-1 V T alpha)                       (Z = M^-1 R for the new R, no pass)
 //         beta = -(P'Q)^-1 Q'Z;  W = Z(:, act) + W (T beta(:, act))
-// W'W comes from the same Gram pass (T is not needed before the SpMM), or from its own pass when 2m + k
-// columns exceed the Gram kernel's 64. beta needs only G and alpha, so for m, k <= 16 the X and R updates, the
-// norms and the next W are one pass on tensor cores (launch_block_step); W keeps the columns running before the
-// new norms are known, so a column that converges leaves W one step later (its alpha column is zeroed
+// P'Q is I up to rounding; it is still formed and solved with (an SPD check for free). beta needs only G and
+// alpha, so for m, k <= 16 the X and R updates, the norms and the next W are one pass on tensor cores
+// (launch_block_step); W keeps the columns running before the new norms are known, so a column that converges leaves W one step later (its alpha column is zeroed
 // meanwhile). Wider blocks: R's update, then a combine that also pays the deferred X += W (T alpha).
 // Dense n x m passes through our streaming kernels (kernels/block_ops.cu) for k <= 32, cuBLAS beyond; the
 // small k x k work on the host.
@@ -216,15 +217,15 @@ class DenseSteps {
 };
 
 struct BlockCgTuning {
-  // A direction is dependent when the squared sine of its angle to the span of the kept ones (the pivot of the
-  // equilibrated W'W) is below this: far above the rounding of a duplicate or combined right-hand side in the
-  // Gram pass (~1e-15), and low enough that directions of an ill-conditioned block are kept (1e-12 made block
-  // CG stall on bcsstk04 without a preconditioner; docs/perf-notes.md, session 13).
+  // A direction is dependent when the squared sine of its angle to the span of the kept ones in the A inner
+  // product (the pivot of the equilibrated W'AW) is below this: far above the rounding of a duplicate or
+  // combined right-hand side in the Gram pass (~1e-15), and low enough that directions of an ill-conditioned
+  // block are kept (1e-12 made block CG stall on bcsstk04 without a preconditioner; docs/perf-notes.md,
+  // session 13). A pivot below -drop means W'AW is indefinite.
   static constexpr double drop = 1e-13;
   static constexpr double stall_progress = 0.9;  // a new best residual must be below this times the last
-  // With P = W T implicit, P'AP = T'(W'AW)T carries relative errors ~ cond(W'W) eps, and one CholQR pass
-  // leaves P orthonormal to ~ cond(W'W) eps: above this the block is formed (P = W T) and orthonormalised
-  // again (CholQR2).
+  // With P = W T implicit, P'AP = T'(W'AW)T carries relative errors ~ cond(W'AW) eps: above this the block is
+  // formed (P = W T) and A-orthonormalised again (CholQR2).
   static constexpr double second_pass_cond = 1e6;
 };
 
@@ -353,35 +354,33 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     cols_of_w = act;
   }
   while (!mon.all_done()) {
-    // V = A W, then one Gram pass [W, M^-1 V]' [W, V, R]: W'W for T as well as the products of the step (W'W
-    // from its own pass when 2m + k columns do not fit the Gram kernel). T such that P = W T is orthonormal:
-    // pivoted Cholesky of W'W; RHS columns whose direction was dropped are deflated. When W'W is
-    // ill-conditioned, P = W T is formed and the pass repeats on it (CholQR2; the SpMM is redone).
-    Small G, WtW;
-    int cv = 0;  // first column of V in G
-    bool second_pass = false, failed = false;
+    // V = A W, then one Gram pass [W, M^-1 V]' [V, R]: W'AW = W'V for T as well as the products of the step.
+    // T such that P = W T is A-orthonormal (P'AP = I): pivoted Cholesky of the equilibrated W'AW; RHS columns
+    // whose direction was dropped are deflated, and a negative pivot means A is not positive definite on the
+    // block. When W'AW is ill-conditioned, P = W T is formed and the pass repeats on it (CholQR2 in the A inner
+    // product; the SpMM is redone).
+    Small G, WtAW;
+    bool second_pass = false, failed = false, indefinite = false;
     for (;;) {
       timer.run("spmm", A.bytes_per_apply(m), [&] { A.apply(1.0, W, 0.0, V.data(), m, s); });  // V = A W
       ++res.operator_applies, res.operator_columns += m;
-      const bool with_wtw = 2 * m + k <= kBlockGramMaxColumns;
-      cv = with_wtw ? m : 0;
-      const GramInputs gin = with_wtw ? GramInputs{W, m, V.data(), m, dinv, W, m, V.data(), m, R.data(), k}
-                                      : GramInputs{W, m, V.data(), m, dinv, V.data(), m, R.data(), k};
+      const GramInputs gin{W, m, V.data(), m, dinv, V.data(), m, R.data(), k};
       timer.run("gram", 8.0 * n * (2 * m + k + (dinv ? 1 : 0)), [&] { G = dense.gram(gin); });
-      if (with_wtw) {
-        WtW = sub(G, 0, 0, m, m);
-      } else {
-        const GramInputs wtw{W, m, nullptr, 0, nullptr, W, m};
-        timer.run("gram", 8.0 * n * m, [&] { WtW = dense.gram(wtw); });  // one block read twice
-      }
-      for (double v : WtW.a) failed |= !std::isfinite(v);
+      WtAW = sub(G, 0, 0, m, m);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < i; ++j) WtAW(i, j) = WtAW(j, i) = 0.5 * (WtAW(i, j) + WtAW(j, i));
+      for (double v : WtAW.a) failed |= !std::isfinite(v);
       if (failed) break;
       // W columns of right-hand sides that stopped running in the last step (the one-pass step forms W before
       // it knows the new norms) stay out of P, as if W had been formed without them.
       std::vector<bool> stopped(m, false);
       if (!second_pass)
         for (int c = 0; c < m; ++c) stopped[c] = mon.status(cols_of_w[c]) != ColumnStatus::running;
-      const Orth o = pivoted_cholqr(WtW, second_pass ? 0.0 : BlockCgTuning::drop, stopped);
+      const Orth o = pivoted_cholqr(WtAW, second_pass ? 0.0 : BlockCgTuning::drop, stopped);
+      if (o.negative_diagonal || o.rejected_pivot < -BlockCgTuning::drop) {
+        indefinite = true;
+        break;
+      }
       if (second_pass) {
         failed = static_cast<int>(o.kept.size()) != r;
         T = o.T;
@@ -403,15 +402,19 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       fail_active(ColumnStatus::non_finite, it);
       break;
     }
+    if (indefinite) {
+      finish_with_multi_cg(it, "W'AW of the block is not positive definite");
+      break;
+    }
     if (r == 0) {  // every remaining direction was dependent, yet columns run: the recurrence lost them
       finish_with_multi_cg(it, "every direction of the block dropped while columns still run");
       break;
     }
-    // G = [W'W W'V W'R; . V'M^-1 V  V'M^-1 R] (the W'W column block only with_wtw)
-    Small PtQ = tmatmul(T, matmul(sub(G, 0, cv, m, m), T));  // P'AP = T' W'V T
+    // G = [W'V W'R; V'M^-1 V  V'M^-1 R]
+    Small PtQ = tmatmul(T, matmul(sub(G, 0, 0, m, m), T));  // P'AP = T' W'V T (= I up to rounding)
     for (int i = 0; i < r; ++i)
       for (int j = 0; j < i; ++j) PtQ(i, j) = PtQ(j, i) = 0.5 * (PtQ(i, j) + PtQ(j, i));
-    Small alpha = tmatmul(T, sub(G, 0, cv + m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
+    Small alpha = tmatmul(T, sub(G, 0, m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
     if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace, or rounding
       bool finite = true;
       for (double v : PtQ.a) finite &= std::isfinite(v);
@@ -425,8 +428,8 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     owed_Ta = matmul(T, alpha);  // P alpha = W (T alpha)
     const Small& Ta = owed_Ta;
     // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta), so beta needs no pass over the new R
-    Small VtZ = sub(G, m, cv + m, m, k);
-    const Small VtDVTa = matmul(sub(G, m, cv, m, m), Ta);
+    Small VtZ = sub(G, m, m, m, k);
+    const Small VtDVTa = matmul(sub(G, m, 0, m, m), Ta);
     for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
     Small beta = tmatmul(T, VtZ);  // beta = -(P'AP)^-1 Q'Z
     spd_solve(PtQ, beta);

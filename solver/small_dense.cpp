@@ -10,8 +10,10 @@ Orth pivoted_cholqr(const Small& G, double drop, const std::vector<bool>& exclud
   const int m = G.rows;
   std::vector<double> scale(m, 0.0);  // D
   std::vector<bool> out(m, false);
+  bool negative_diagonal = false;
   for (int i = 0; i < m; ++i) {
     out[i] = (!excluded.empty() && excluded[i]) || !(G(i, i) > 0) || !std::isfinite(G(i, i));
+    negative_diagonal |= (excluded.empty() || !excluded[i]) && G(i, i) < 0;
     if (!out[i]) scale[i] = 1 / std::sqrt(G(i, i));
   }
   Small S(m, m);  // D G D, updated in place to the Schur complements of the pivots taken
@@ -19,6 +21,7 @@ Orth pivoted_cholqr(const Small& G, double drop, const std::vector<bool>& exclud
     for (int i = 0; i < m; ++i) S(i, j) = out[i] || out[j] ? 0.0 : G(i, j) * scale[i] * scale[j];
   std::vector<int> piv(m);
   std::iota(piv.begin(), piv.end(), 0);
+  double rejected = 0;
   Small L(m, m);  // row p belongs to the column in position p of piv: swapped with piv
   int r = 0;
   for (; r < m; ++r) {
@@ -29,7 +32,10 @@ Orth pivoted_cholqr(const Small& G, double drop, const std::vector<bool>& exclud
     std::swap(piv[r], piv[best]);
     for (int c = 0; c < r; ++c) std::swap(L(r, c), L(best, c));  // the factor's rows move with their columns
     const double d = S(piv[r], piv[r]);
-    if (!(d > drop)) break;
+    if (!(d > drop)) {
+      rejected = d;
+      break;
+    }
     const double l = std::sqrt(d);
     L(r, r) = l;
     for (int i = r + 1; i < m; ++i) L(i, r) = S(piv[i], piv[r]) / l;
@@ -42,6 +48,7 @@ Orth pivoted_cholqr(const Small& G, double drop, const std::vector<bool>& exclud
   }
   Orth o;
   o.kept.assign(piv.begin(), piv.begin() + r);
+  o.rejected_pivot = rejected, o.negative_diagonal = negative_diagonal;
   if (r > 0) o.pivot_ratio = (L(0, 0) * L(0, 0)) / (L(r - 1, r - 1) * L(r - 1, r - 1));
   // T = D Pi[:, :r] L[:r, :r]^-T: column c of T solves L' t = e_c, placed at the pivoted rows and scaled.
   o.T = Small(m, r);

@@ -24,6 +24,10 @@ struct Orth {
   std::vector<int> kept;  // columns of W that span the block, in pivot order
   Small T;                // m x r, T = D Pi[:, kept] L^-T: zero rows for the columns left out
   double pivot_ratio = 1;  // first over last kept pivot of D G D: estimates cond(D G D), so cond(W D)^2
+  // The largest pivot left when the factorisation stopped (0 when every column was kept): below -drop it says
+  // G is indefinite (for G = W'AW: A is not positive definite on the span of W).
+  double rejected_pivot = 0;
+  bool negative_diagonal = false;  // a column that is not excluded has G(i, i) < 0
 };
 // Columns marked in `excluded` (or with a zero diagonal) are never pivots.
 Orth pivoted_cholqr(const Small& G, double drop, const std::vector<bool>& excluded = {});

@@ -352,8 +352,8 @@ struct BlockOpsData {
 TEST(BlockOps, GramMatchesHostLoops) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  // b3 > 0: a third block on the right. shared: V1 and V2 are the same device blocks as U1 and U2 (block CG's
-  // [W, D^-1 V]' [W, V, R], which takes the symmetric-aware kernel for m, b3 <= 16).
+  // b3 > 0: a third block on the right. shared: V1 and V2 are the same device blocks as U1 and U2 (aliased
+  // inputs, as in [W, D^-1 V]' [W, V, R]).
   struct Shape { int a1, a2, b1, b2; bool scaled; int b3; bool shared = false; };
   for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{997}, int64_t{40000}})
     for (const Shape sh : std::vector<Shape>{{1, 0, 1, 0, false, 0}, {5, 3, 7, 3, true, 0}, {16, 16, 16, 16, true, 0},
@@ -395,12 +395,6 @@ TEST(BlockOps, GramMatchesHostLoops) {
           ASSERT_NEAR(out[static_cast<size_t>(c) * a + l], static_cast<double>(ref), 8 * 2.2e-16 * static_cast<double>(mag) + 1e-300)
               << "gram (" << l << ", " << c << ")";
         }
-      // Shared operands: W'W (and without a scale all of [W, V]'[W, V]) comes out exactly symmetric.
-      if (sh.shared)
-        for (int l = 0; l < a; ++l)
-          for (int c = 0; c < l; ++c)
-            if (!sh.scaled || l < sh.a1)
-              ASSERT_EQ(out[static_cast<size_t>(c) * a + l], out[static_cast<size_t>(l) * a + c]) << "gram (" << l << ", " << c << ")";
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
 }

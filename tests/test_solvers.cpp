@@ -449,6 +449,23 @@ TEST(SmallDense, PivotedCholQrDropsDependentZeroAndExcludedColumns) {
   EXPECT_GT(orthonormality_error(Wn, near.T), 1e-12) << "the planted block is not ill-conditioned enough";
 }
 
+TEST(SmallDense, PivotedCholQrReportsIndefiniteGram) {
+  // Block CG pivots on W'AW: a negative pivot, or a negative diagonal, says A is not positive definite there.
+  Small G(3, 3);
+  G(0, 0) = 4, G(1, 1) = 1, G(2, 2) = 2, G(0, 1) = G(1, 0) = 3;  // [[4, 3], [3, 1]] is indefinite
+  const Orth o = pivoted_cholqr(G, 1e-13);
+  EXPECT_EQ(o.kept.size(), 2u);
+  EXPECT_LT(o.rejected_pivot, -0.1);
+  EXPECT_FALSE(o.negative_diagonal);
+  G(2, 2) = -2;
+  EXPECT_TRUE(pivoted_cholqr(G, 1e-13).negative_diagonal);
+  EXPECT_FALSE(pivoted_cholqr(G, 1e-13, {false, false, true}).negative_diagonal) << "an excluded column is not looked at";
+  G(2, 2) = 2, G(0, 1) = G(1, 0) = 1;  // SPD: every column kept, nothing rejected
+  const Orth spd = pivoted_cholqr(G, 1e-13);
+  EXPECT_EQ(spd.kept.size(), 3u);
+  EXPECT_EQ(spd.rejected_pivot, 0.0);
+}
+
 TEST(SmallDense, SpdSolveRefusesIndefinite) {
   Small S(2, 2), Y(2, 1);
   S(0, 0) = 4, S(1, 1) = 9, S(0, 1) = S(1, 0) = 1;
