@@ -4,10 +4,10 @@
 // ones (solver/small_dense.cpp): a duplicate or dependent right-hand side, or one that has converged, leaves the
 // block instead of breaking it; a second pass (CholQR2) when W'AW is ill-conditioned. Pivoting on W'AW rather
 // than W'W: H100, 42 SuiteSparse files x none/Jacobi at k = 16, 0.55x multi-cg's iterations instead of 0.71x
-// (docs/perf-notes.md, session 13). Converged
-// columns are frozen (their alpha columns are zeroed) while their directions stay in the Krylov space of the
-// others. The running columns go on as multi-cg from the current X when P'AP stops being numerically SPD, or
-// when the block stalls (no new best residual in SolveOptions::stagnation_window iterations).
+// (docs/perf-notes.md, session 13). Converged columns are frozen (their alpha columns are zeroed) while their
+// directions stay in the Krylov space of the others. The running columns go on as multi-cg from the current X
+// when W'AW or P'AP is not numerically positive definite, or when the block stalls (no new best residual in
+// SolveOptions::stagnation_window iterations).
 // The A-orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
 // every product with P is a product with W and a small matrix, and one Gram pass gives all the k x k data:
 //   R = B - A X;  W = M^-1 R
@@ -18,8 +18,9 @@
 //         beta = -(P'Q)^-1 Q'Z;  W = Z(:, act) + W (T beta(:, act))
 // P'Q is I up to rounding; it is still formed and solved with (an SPD check for free). beta needs only G and
 // alpha, so for m, k <= 16 the X and R updates, the norms and the next W are one pass on tensor cores
-// (launch_block_step); W keeps the columns running before the new norms are known, so a column that converges leaves W one step later (its alpha column is zeroed
-// meanwhile). Wider blocks: R's update, then a combine that also pays the deferred X += W (T alpha).
+// (launch_block_step); W keeps the columns running before the new norms are known, so a column that converges
+// leaves W one step later (its alpha column is zeroed meanwhile). Wider blocks: R's update, then a combine that
+// also pays the deferred X += W (T alpha).
 // Dense n x m passes through our streaming kernels (kernels/block_ops.cu) for k <= 32, cuBLAS beyond; the
 // small k x k work on the host.
 #include <algorithm>
