@@ -294,8 +294,8 @@ TEST_F(GpuSolver, BlockCgRankDeficientBlocks) {
 }
 
 TEST_F(GpuSolver, BlockCgNearlyDependentColumnsTakeTheSecondOrthonormalisation) {
-  // Two right-hand sides 1e-4 apart: W'W has a pivot ratio ~1e8, above the CholQR2 threshold (1e6) but far from
-  // a dropped direction (1e-12), so the block is formed (P = W T, "orth") and orthonormalised again. Every
+  // Two right-hand sides 1e-4 apart: W'AW has a pivot ratio ~1e8, above the CholQR2 threshold (1e6) but far from
+  // a dropped direction (1e-13), so the block is formed (P = W T, "orth") and orthonormalised again. Every
   // column must still converge to the true residual.
   const CsrMatrix a = poisson3d_7pt(12);
   DenseBlock b = random_block(a.rows, 3, 51);
@@ -334,8 +334,9 @@ TEST_F(GpuSolver, BlockCgKeepsItsBlockOnIllConditionedFiles) {
   // nos6 (kappa ~ 1e7) with Jacobi, bcsstk01 (kappa ~ 1e6) without: until session 13 the Cholesky-QR factor
   // of W'W was wrong after a late pivot swap, P drifted away from orthonormal and P'AP lost definiteness
   // within ~20 iterations, so these solves ended in the multi-cg fallback. Now the block runs to the end. On
-  // files this ill-conditioned rounding costs block CG its advantage in some solves (nos6 k = 8: 107 block
-  // iterations vs 103 for single CG; bcsstk01 k = 16: 235 vs 147 on the H100), so the bound is 2x single CG.
+  // files this ill-conditioned rounding can cost block CG its advantage in a solve (with W'W pivoting, nos6 k = 8
+  // took 107 block iterations vs 103 for single CG, bcsstk01 k = 16 235 vs 147, on the H100), so the bound is
+  // 2x single CG.
   for (const auto& [file, jacobi] : std::vector<std::pair<std::string, bool>>{{"nos6.mtx", true}, {"bcsstk01.mtx", false}})
     for (int k : {8, 16}) {
       const CsrMatrix a = read_matrix_market(spcg::test::input(file)).matrix;
