@@ -83,7 +83,7 @@ int run_solve(const std::vector<std::string>& args) {
       ("deterministic", "atomic-free kernels, fixed-order reductions; prints a checksum of x")
       ("verify", "check ||b - A x|| / ||b|| on the host with Eigen (and compare with Eigen's CG for small systems)")
       ("backend", po::value<std::string>(), "gpu | host (default gpu when a CUDA device exists)")
-      ("force", "solve even if the matrix is not symmetric")
+      ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -139,6 +139,16 @@ int run_solve(const std::vector<std::string>& args) {
   if (!st.numerically_symmetric && !vm.count("force"))
     throw InputError(source, 0, "matrix is not symmetric (max relative asymmetry " + std::to_string(st.max_asymmetry) +
                                     "); CG needs an SPD matrix (use --force to try anyway)");
+  // a_ii = e_i' A e_i > 0 for every SPD A, so a zero, negative or missing diagonal proves A indefinite (or
+  // singular) before any iteration runs; the solver would only report a breakdown or a stall later.
+  if (st.square && !st.diagonal_positive && !vm.count("force")) {
+    char diag[64];
+    std::snprintf(diag, sizeof diag, st.first_nonpositive_value == 0 ? "0 (zero or missing)" : "%.6g",
+                  st.first_nonpositive_value);
+    throw InputError(source, 0, "matrix is not positive definite: row " + std::to_string(st.first_nonpositive_row + 1) +
+                                    " has diagonal " + diag + " (" + std::to_string(st.nonpositive_diagonal) +
+                                    " such rows), and an SPD matrix has a positive diagonal (use --force to try anyway)");
+  }
   std::vector<double> dinv_host;
   if (precond == "jacobi") {
     try {
@@ -185,8 +195,10 @@ int run_solve(const std::vector<std::string>& args) {
       c.b_norm = std::sqrt(c.b_norm);
       c.recursive_residual = h.relative_error[j] * (c.b_norm > 0 ? c.b_norm : 1);
       c.true_residual = rel[j] * (c.b_norm > 0 ? c.b_norm : 1);
-      c.status = rel[j] <= std::max(tol, atol / std::max(c.b_norm, 1e-300)) * 1.0001 || h.relative_error[j] <= tol
-                     ? ColumnStatus::converged : ColumnStatus::max_iterations;
+      c.status = !std::isfinite(rel[j]) || !std::isfinite(h.relative_error[j]) ? ColumnStatus::non_finite
+                 : rel[j] <= std::max(tol, atol / std::max(c.b_norm, 1e-300)) * 1.0001 || h.relative_error[j] <= tol
+                     ? ColumnStatus::converged
+                     : ColumnStatus::max_iterations;
       rep.result.columns.push_back(c);
     }
     rep.result.solver = "eigen-cg";

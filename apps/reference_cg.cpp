@@ -2,26 +2,38 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <type_traits>
 
 #include "device_array.hpp"
 
 namespace spcg {
+namespace {
+// Library handles released on every path out (a failed call throws); a destroy cannot fail usefully here.
+template <typename H, auto Destroy>
+using Owned = std::unique_ptr<std::remove_pointer_t<H>, std::integral_constant<decltype(Destroy), Destroy>>;
+}  // namespace
 
 ReferenceCgResult reference_cusparse_cublas_cg(const CsrMatrix& a, double rtol, int maxit) {
   const int n = a.rows;
   DeviceArray<int32_t> rp(a.row_ptr, "reference CSR"), ci(a.col_idx, "reference CSR");
   DeviceArray<double> va(a.values, "reference CSR"), x(std::vector<double>(n, 0.0)), r(std::vector<double>(n, 1.0)),
       p(std::vector<double>(n, 1.0)), q(n);
-  cusparseHandle_t sp;
-  cublasHandle_t bl;
+  cusparseHandle_t sp = nullptr;
+  cublasHandle_t bl = nullptr;
+  cusparseSpMatDescr_t A = nullptr;
+  cusparseDnVecDescr_t vp = nullptr, vq = nullptr;
   CHECK_CUSPARSE(cusparseCreate(&sp));
+  const Owned<cusparseHandle_t, cusparseDestroy> own_sp(sp);
   CHECK_CUBLAS(cublasCreate(&bl));
-  cusparseSpMatDescr_t A;
-  cusparseDnVecDescr_t vp, vq;
+  const Owned<cublasHandle_t, cublasDestroy> own_bl(bl);
   CHECK_CUSPARSE(cusparseCreateCsr(&A, n, n, a.nnz(), rp.data(), ci.data(), va.data(), CUSPARSE_INDEX_32I,
                                    CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  const Owned<cusparseSpMatDescr_t, cusparseDestroySpMat> own_a(A);
   CHECK_CUSPARSE(cusparseCreateDnVec(&vp, n, p.data(), CUDA_R_64F));
+  const Owned<cusparseDnVecDescr_t, cusparseDestroyDnVec> own_vp(vp);
   CHECK_CUSPARSE(cusparseCreateDnVec(&vq, n, q.data(), CUDA_R_64F));
+  const Owned<cusparseDnVecDescr_t, cusparseDestroyDnVec> own_vq(vq);
   const double one = 1, zero = 0;
   size_t bytes = 0;
   CHECK_CUSPARSE(cusparseSpMV_bufferSize(sp, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A, vp, &zero, vq, CUDA_R_64F,
@@ -56,11 +68,6 @@ ReferenceCgResult reference_cusparse_cublas_cg(const CsrMatrix& a, double rtol, 
   res.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   res.iterations = it;
   res.relative_residual = std::sqrt(rr / (tol2 / (rtol * rtol)));
-  cusparseDestroyDnVec(vp);
-  cusparseDestroyDnVec(vq);
-  cusparseDestroySpMat(A);
-  cusparseDestroy(sp);
-  cublasDestroy(bl);
   return res;
 }
 

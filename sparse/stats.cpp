@@ -48,7 +48,7 @@ MatrixStats compute_stats(const CsrMatrix& a, int64_t duplicates_summed) {
       else off += std::abs(v);
     }
     s.missing_diagonal += !has_diag;
-    s.nonpositive_diagonal += !(has_diag && diag > 0);
+    if (!(has_diag && diag > 0) && s.nonpositive_diagonal++ == 0) s.first_nonpositive_row = i, s.first_nonpositive_value = diag;
     s.diagonally_dominant_rows += std::abs(diag) >= off;
     s.strictly_dominant_rows += std::abs(diag) > off;
   }

@@ -25,6 +25,8 @@ struct MatrixStats {
   double max_asymmetry = 0;            // max |a_ij - a_ji| / max(|a_ij|, |a_ji|)
   int64_t missing_diagonal = 0;        // rows with no stored diagonal entry
   int64_t nonpositive_diagonal = 0;    // rows whose diagonal is <= 0 (missing counts)
+  int32_t first_nonpositive_row = -1;  // 0-based; -1 when every diagonal is positive
+  double first_nonpositive_value = 0;  // its diagonal (0 when missing)
   bool diagonal_positive = false;
   int64_t diagonally_dominant_rows = 0;         // |a_ii| >= sum_{j!=i} |a_ij|
   int64_t strictly_dominant_rows = 0;           // |a_ii| >  sum_{j!=i} |a_ij|

@@ -82,6 +82,12 @@ TEST(Cli, BadInputExitsOneWithTheReadersMessage) {
   expect("solve --backend host --precond jacobi --matrix " +
              tmp("zd.mtx", "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 2\n2 1 1\n"), 1,
          "positive diagonal");
+  // No SPD matrix has a zero, negative or missing diagonal entry: refused before solving, whatever the solver.
+  const std::string zero_diagonal = tmp("zdiag.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 2\n2 2 0\n3 3 2\n");
+  expect("solve --backend host --matrix " + zero_diagonal, 1, "zdiag.mtx: matrix is not positive definite: row 2 has diagonal 0");
+  expect("solve --backend host --matrix " + tmp("negdiag.mtx", "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 -2\n2 2 -3\n"),
+         1, "row 1 has diagonal -2 (2 such rows)");
+  expect("solve --backend host --force --matrix " + zero_diagonal, 3, "non-finite");  // --force: the solve runs and says it failed
   expect("solve --backend host --generate poisson2d:3 --rhs " +
              tmp("nan.mtx", "%%MatrixMarket matrix array real general\n9 1\n1\n1\n1\nnan\n1\n1\n1\n1\n1\n"), 1, "NaN or Inf");
   expect("solve --backend host --generate poisson2d:3 --rhs " +

@@ -35,6 +35,7 @@ class GpuSolver : public ::testing::Test {
           const std::string& kernel = "auto", const DenseBlock* x0 = nullptr, bool jacobi = false) {
     OperatorOptions oo;
     oo.expected_k = b.cols;
+    oo.deterministic = o.deterministic;
     auto op = make_operator(kernel, a, oo);
     DeviceBlock B(b.rows, b.cols), X(b.rows, b.cols);
     B.values.upload(b.data);
@@ -237,6 +238,17 @@ TEST_F(GpuSolver, DeterministicModeIsBitwiseRepeatable) {
     ASSERT_EQ(r1.x.data.size(), r2.x.data.size());
     EXPECT_EQ(std::memcmp(r1.x.data.data(), r2.x.data.data(), r1.x.data.size() * sizeof(double)), 0) << kernel;
     EXPECT_EQ(r1.result.columns[0].iterations, r2.result.columns[0].iterations) << kernel;
+  }
+  // The block solvers' Gram, norm and update reductions are fixed-order as well.
+  const DenseBlock b4 = random_block(a.rows, 4, 8);
+  for (const std::string solver : {"multi-cg", "block-cg"}) {
+    SolveOptions o = options(1e-10);
+    o.deterministic = true;
+    const auto r1 = run(solver, a, b4, o, "spmm-split"), r2 = run(solver, a, b4, o, "spmm-split");  // long rows in pieces
+    ASSERT_EQ(r1.x.data.size(), r2.x.data.size());
+    EXPECT_EQ(std::memcmp(r1.x.data.data(), r2.x.data.data(), r1.x.data.size() * sizeof(double)), 0) << solver;
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(r1.result.columns[j].iterations, r2.result.columns[j].iterations) << solver << " column " << j;
+    EXPECT_TRUE(r1.result.all_converged()) << solver;
   }
 }
 
