@@ -75,7 +75,7 @@ int run_solve(const std::vector<std::string>& args) {
       ("monitor", po::value<int>()->default_value(0), "print a residual line every N iterations")
       ("check-every", po::value<int>()->default_value(8), "fused path: iterations between residual reads")
       ("stagnation", po::value<int>()->default_value(200),
-       "block-cg: hand the running columns to multi-cg after N iterations without a new best residual (0: never)")
+       "block-cg: hand the running columns to multi-cg after N iterations without a new best residual, when the block has lost rank or is within 1000x of the target (0: never)")
       ("timing", po::value<std::string>()->default_value("auto"), "kernels | phases | auto (kernels for n >= 200000)")
       ("graph", po::value<std::string>()->default_value("auto"), "auto | on | off: CUDA graph for the iteration batches")
       ("persistent", po::value<std::string>()->default_value("auto"),

@@ -7,7 +7,7 @@
 // (docs/perf-notes.md, session 13). Converged columns are frozen (their alpha columns are zeroed) while their
 // directions stay in the Krylov space of the others. The running columns go on as multi-cg from the current X
 // when W'AW or P'AP is not numerically positive definite, or when the block stalls (no new best residual in
-// SolveOptions::stagnation_window iterations).
+// SolveOptions::stagnation_window iterations, near the target or with a block that has lost rank).
 // The A-orthonormal block is kept implicit, P = W T (T from the Cholesky factor, m x r), so no pass writes P:
 // every product with P is a product with W and a small matrix, and one Gram pass gives all the k x k data:
 //   R = B - A X;  W = M^-1 R
@@ -225,6 +225,7 @@ struct BlockCgTuning {
   // session 13). A pivot below -drop means W'AW is indefinite.
   static constexpr double drop = 1e-13;
   static constexpr double stall_progress = 0.9;  // a new best residual must be below this times the last
+  static constexpr double stall_near_target = 1e3;  // a full-rank block stalls only below this times rtol
   // With P = W T implicit, P'AP = T'(W'AW)T carries relative errors ~ cond(W'AW) eps: above this the block is
   // formed (P = W T) and A-orthonormalised again (CholQR2).
   static constexpr double second_pass_cond = 1e6;
@@ -327,18 +328,32 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
     m = m_new;
   };
   // Stall watch: the largest relative residual among the running columns must reach a new best (below
-  // stall_progress x the last) at least once every o.stagnation_window iterations.
+  // stall_progress x the last) at least once every o.stagnation_window iterations. A full-rank block counts as
+  // stalled only near its target (best within stall_near_target x rtol): there multi-cg finishes the columns in a
+  // few iterations (bcsstk03: 26), while far from it the block is in CG's usual rise and plateau (bcsstk21
+  // without a preconditioner stays above its starting residual for ~900 iterations, then block CG converges in
+  // ~1900 where multi-cg from there needs ~14000; a block of rank 1 from duplicated right-hand sides is CG
+  // itself). A rank-deficient block, with fewer kept directions than running columns that were independent at
+  // the start, stalls anywhere: those directions were lost to rounding (docs/perf-notes.md, session 14).
   double best_worst = std::numeric_limits<double>::infinity();
   int best_at = 0;
+  std::vector<bool> dependent_at_start(k, false);  // dropped by the first Cholesky: deflated, not lost
+  auto rank_deficient = [&] {
+    int independent = 0;
+    for (int j : active_columns()) independent += !dependent_at_start[j];
+    return r < independent;
+  };
   auto stalled = [&](int it) {
     if (o.stagnation_window <= 0) return false;
     double worst = 0;
     for (int j : active_columns()) worst = std::max(worst, mon.residual(j) / std::max(bn[j], 1e-300));
     if (worst < BlockCgTuning::stall_progress * best_worst) best_worst = worst, best_at = it;
-    return it - best_at >= o.stagnation_window;
+    return it - best_at >= o.stagnation_window &&
+           (best_worst <= BlockCgTuning::stall_near_target * o.stop.rtol || rank_deficient());
   };
   auto stall_note = [&] {
-    return "no progress in " + std::to_string(o.stagnation_window) + " iterations (largest relative residual of the running columns)";
+    return "no progress in " + std::to_string(o.stagnation_window) + " iterations (largest relative residual of the running columns, " +
+           (rank_deficient() ? "block of rank " + std::to_string(r) + ")" : "near the target)");
   };
   int it = 0;
   {
@@ -390,7 +405,10 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
       std::vector<bool> kept(m, false);
       for (int c : o.kept) kept[c] = true;
       for (int c = 0; c < m; ++c)
-        if (!kept[c] && !stopped[c]) mon.mark_deflated(cols_of_w[c]);
+        if (!kept[c] && !stopped[c]) {
+          mon.mark_deflated(cols_of_w[c]);
+          if (it == 0) dependent_at_start[cols_of_w[c]] = true;
+        }
       r = static_cast<int>(o.kept.size());
       T = o.T;
       if (r == 0 || o.pivot_ratio < BlockCgTuning::second_pass_cond) break;

@@ -26,7 +26,8 @@ struct SolveOptions {
   int monitor_every = 0;             // --monitor N
   bool keep_history = false;
   // block-cg: the running columns go on as multi-cg when the largest relative residual among them has not
-  // fallen below 0.9 x its best for this many iterations (0: never)
+  // fallen below 0.9 x its best for this many iterations (0: never), when the block has lost rank or is near
+  // the target (far from it, a full-rank block is in CG's usual rise and plateau)
   int stagnation_window = 200;
 };
 
