@@ -473,16 +473,18 @@ int max_iterations(const SolveResult& r) {
 // Robustness on real matrices: block-cg against multi-cg (k independent CG recurrences) on every SPD file of
 // --matrix-dir below 50000 rows, without and with Jacobi. Small files are latency-bound, so the figure is the
 // iteration count of the slowest column, plus whether the block recurrence kept its block to the end (or
-// handed its columns to multi-cg, and why).
+// handed its columns to multi-cg, and why). Each solve's time (one run, no warm-up) is printed beside it: on small
+// files an iteration costs its launches and host round trips, not bandwidth.
 void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Json& j) {
   const std::vector<std::string> files = spd_files(vm["matrix-dir"].as<std::string>(), 50000);
   if (files.empty()) return;
   std::printf("\n== SPD files of %s (n < 50000), k = %d random right-hand sides, rtol %.0e: iterations of the slowest column\n",
               vm["matrix-dir"].as<std::string>().c_str(), k, rtol);
-  std::printf("%-22s %8s %-7s %9s %9s %7s %-9s %s\n", "matrix", "rows", "precond", "block-cg", "multi-cg", "ratio",
-              "converged", "block-cg fallback");
-  int solves = 0, fallbacks = 0, slower = 0, both_converged = 0;
+  std::printf("%-22s %8s %-7s %9s %9s %7s %10s %10s %-9s %s\n", "matrix", "rows", "precond", "block-cg", "multi-cg", "ratio",
+              "block ms", "multi ms", "converged", "block-cg fallback");
+  int solves = 0, fallbacks = 0, slower = 0, slower_time = 0, both_converged = 0;
   long long block_sum = 0, multi_sum = 0;
+  double block_ms = 0, multi_ms = 0;
   j.begin_array("files");
   for (const auto& f : files) {
     Problem p;
@@ -517,27 +519,33 @@ void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Json&
       fallbacks += block.fallback_columns > 0;
       if (block.all_converged() && multi.all_converged()) {
         ++both_converged, block_sum += bi, multi_sum += mi;
+        block_ms += block.solve_ms, multi_ms += multi.solve_ms;
         slower += bi > mi;
+        slower_time += block.solve_ms > multi.solve_ms;
       }
       const std::string conv = std::string(block.all_converged() ? "yes" : "NO") + "/" + (multi.all_converged() ? "yes" : "NO");
       const std::string fb = block.fallback_columns > 0
                                  ? std::to_string(block.fallback_columns) + " column(s): " + block.fallback_reason
                                  : "-";
-      std::printf("%-22s %8d %-7s %9d %9d %7.2f %-9s %s\n", p.name.substr(0, 22).c_str(), a.rows, o.precond.c_str(), bi, mi,
-                  static_cast<double>(bi) / std::max(1, mi), conv.c_str(), fb.c_str());
+      std::printf("%-22s %8d %-7s %9d %9d %7.2f %10.2f %10.2f %-9s %s\n", p.name.substr(0, 22).c_str(), a.rows,
+                  o.precond.c_str(), bi, mi, static_cast<double>(bi) / std::max(1, mi), block.solve_ms, multi.solve_ms,
+                  conv.c_str(), fb.c_str());
       j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("precond", o.precond);
       j.kv("block_cg_iterations", bi).kv("multi_cg_iterations", mi).kv("block_cg_converged", block.all_converged());
+      j.kv("block_cg_ms", block.solve_ms).kv("multi_cg_ms", multi.solve_ms);
       j.kv("multi_cg_converged", multi.all_converged()).kv("fallback_columns", block.fallback_columns);
       j.kv("fallback_reason", block.fallback_reason).end_object();
     }
   }
   j.end_array();
   std::printf("block-cg kept its block to the end in %d of %d solves; where both converged (%d), %lld iterations vs "
-              "multi-cg's %lld (%.2fx), more than multi-cg in %d\n",
+              "multi-cg's %lld (%.2fx), more than multi-cg in %d; %.1f ms vs %.1f ms (%.2fx), slower in %d\n",
               solves - fallbacks, solves, both_converged, block_sum, multi_sum,
-              static_cast<double>(block_sum) / std::max(1LL, multi_sum), slower);
+              static_cast<double>(block_sum) / std::max(1LL, multi_sum), slower, block_ms, multi_ms,
+              block_ms / std::max(1e-9, multi_ms), slower_time);
   j.kv("files_solves", solves).kv("files_fallbacks", fallbacks).kv("files_block_iterations", block_sum);
   j.kv("files_multi_iterations", multi_sum).kv("files_block_slower", slower);
+  j.kv("files_block_ms", block_ms).kv("files_multi_ms", multi_ms).kv("files_block_slower_time", slower_time);
 }
 
 int bench_block_cg(const po::variables_map& vm) {
