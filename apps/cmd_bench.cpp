@@ -623,9 +623,10 @@ int bench_block_cg(const po::variables_map& vm) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& args) {
-  po::options_description opts("spcg bench spmv|spmm|cg|block-cg [options]\noptions");
+  po::options_description opts("spcg bench spmv|spmm|cg|block-cg [options]\n       spcg bench read FILE... [--runs N]\noptions");
   opts.add_options()("help,h", "show this help")("list", "list the registry kernels and exit")
-      ("what", po::value<std::string>(), "spmv | spmm | cg | block-cg")
+      ("what", po::value<std::string>(), "spmv | spmm | cg | block-cg | read")
+      ("files", po::value<std::vector<std::string>>()->multitoken(), "read: the Matrix Market files")
       ("matrices", po::value<std::string>()->default_value(""), "comma-separated files or generator specs (default: the issue's set)")
       ("matrix-dir", po::value<std::string>()->default_value(default_matrix_dir()), "directory of SPD .mtx files added to the set (block-cg: block-cg vs multi-cg iterations on those below 50000 rows)")
       ("no-files", "do not add the files of --matrix-dir")
@@ -637,7 +638,7 @@ int run_bench(const std::vector<std::string>& args) {
       ("maxit", po::value<int>()->default_value(20000), "cg/block-cg: iteration limit")
       ("output", po::value<std::string>(), "write results as JSON (.json) or CSV (.csv)");
   po::positional_options_description pos;
-  pos.add("what", 1);
+  pos.add("what", 1).add("files", -1);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
   if (vm.count("help")) {
@@ -652,8 +653,12 @@ int run_bench(const std::vector<std::string>& args) {
                   e.description.c_str());
     return 0;
   }
-  if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg or block-cg");
+  if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg, block-cg or read");
   if (vm["runs"].as<int>() < 1) throw UsageError("--runs must be >= 1");
+  if (vm["what"].as<std::string>() == "read")  // the host reader: no device, few runs (each reads the whole file)
+    return bench_read(vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{},
+                      vm["runs"].defaulted() ? 5 : vm["runs"].as<int>());
+  if (vm.count("files")) throw UsageError("unexpected arguments after '" + vm["what"].as<std::string>() + "'");
   if (!vm.count("no-files")) mtx_files(vm["matrix-dir"].as<std::string>());  // arguments before the device
   std::string why;
   if (!cuda_device_available(&why)) throw CudaError("benchmarks need a CUDA device: " + why);
@@ -662,7 +667,7 @@ int run_bench(const std::vector<std::string>& args) {
   if (what == "spmm") return bench_spmv_spmm(true, vm);
   if (what == "cg") return bench_cg(vm);
   if (what == "block-cg") return bench_block_cg(vm);
-  throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg or block-cg");
+  throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg, block-cg or read");
 }
 
 }  // namespace spcg

@@ -36,6 +36,13 @@ std::string stats_json(const Problem& p) {
   j.kv("explicit_zeros", static_cast<long long>(s.explicit_zeros)).kv("duplicates_summed", static_cast<long long>(s.duplicates_summed));
   j.kv("ell_fill", s.ell_fill).kv("dia_fill", s.dia_fill);
   j.kv("read_ms", p.read_ms).kv("stats_ms", p.stats_ms);
+  if (!p.read.access.empty()) {
+    const ReadProfile& r = p.read;
+    j.begin_object("reader").kv("threads", r.threads).kv("chunks", static_cast<long long>(r.chunks));
+    j.kv("access", r.access).kv("file_bytes", static_cast<long long>(r.file_bytes));
+    j.kv("text_bytes", static_cast<long long>(r.text_bytes)).kv("load_ms", r.load_ms).kv("parse_ms", r.parse_ms);
+    j.kv("build_ms", r.build_ms).end_object();
+  }
   j.end_object();
   return j.str();
 }
@@ -69,7 +76,8 @@ void print_stats_table(const Problem& p) {
 int run_info(const std::vector<std::string>& args) {
   po::options_description opts("spcg info FILE|GENERATOR [options]\n  generators: " + generator_help() + "\noptions");
   opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
-                                                  "table | json")("input", po::value<std::string>(), "matrix file or generator spec");
+                                                  "table | json")("input", po::value<std::string>(), "matrix file or generator spec")(
+      "threads", po::value<int>()->default_value(0), "threads reading the file and computing the statistics (0: all cores)");
   po::positional_options_description pos;
   pos.add("input", 1);
   po::variables_map vm;
@@ -82,7 +90,10 @@ int run_info(const std::vector<std::string>& args) {
   if (!vm.count("input")) throw UsageError("missing matrix file or generator spec (see spcg info --help)");
   const std::string format = vm["format"].as<std::string>();
   if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
-  const Problem p = load_problem(vm["input"].as<std::string>());
+  if (vm["threads"].as<int>() < 0) throw UsageError("--threads must be >= 0");
+  ReadOptions ro;
+  ro.threads = vm["threads"].as<int>();
+  const Problem p = load_problem(vm["input"].as<std::string>(), ro);
   if (format == "json") std::printf("%s\n", stats_json(p).c_str());
   else print_stats_table(p);
   return 0;

@@ -7,4 +7,9 @@ namespace spcg {
 int run_info(const std::vector<std::string>& args);
 int run_solve(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
+// spcg bench read FILE...: the reader on one thread and on every core (apps/bench_read.cpp).
+int bench_read(const std::vector<std::string>& files, int runs);
+// Milliseconds since main() was entered: the report's wall time of the whole process.
+double ms_since_process_start();
 }  // namespace spcg

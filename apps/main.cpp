@@ -1,6 +1,7 @@
 // spcg: GPU conjugate-gradient solver for sparse SPD systems. Subcommands: info, solve, bench.
 // Exit codes: 0 ok, 1 bad input or runtime error, 2 usage error, 3 the solve did not converge.
 #include <boost/program_options/errors.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -17,9 +18,18 @@ const char* kUsage =
     "usage: spcg <command> [options]\n"
     "  info  FILE|GENERATOR     matrix statistics (table, or --format json)\n"
     "  solve [options]          solve A x = b (default: the built-in inputs/fv1.mtx)\n"
-    "  bench spmv|spmm|cg|block-cg [options]   benchmarks against cuSPARSE and the copy bandwidth\n"
+    "  bench spmv|spmm|cg|block-cg|read [options]   benchmarks against cuSPARSE, the copy bandwidth, one thread\n"
+    "  generate GENERATOR --output FILE   write a generated matrix as Matrix Market\n"
     "\n"
     "Run 'spcg <command> --help' for the options of a command.\n";
+}
+
+namespace {
+const auto process_start = std::chrono::steady_clock::now();
+}
+
+double spcg::ms_since_process_start() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - process_start).count();
 }
 
 int main(int argc, char** argv) {
@@ -38,7 +48,8 @@ int main(int argc, char** argv) {
     if (cmd == "info") return spcg::run_info(args);
     if (cmd == "solve") return spcg::run_solve(args);
     if (cmd == "bench") return spcg::run_bench(args);
-    std::fprintf(stderr, "spcg: unknown command '%s' (expected info, solve or bench)\n", cmd.c_str());
+    if (cmd == "generate") return spcg::run_generate(args);
+    std::fprintf(stderr, "spcg: unknown command '%s' (expected info, solve, bench or generate)\n", cmd.c_str());
     return 2;
   } catch (const spcg::UsageError& e) {
     std::fprintf(stderr, "spcg %s: %s\n", cmd.c_str(), e.what());

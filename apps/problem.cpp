@@ -13,7 +13,7 @@ static double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Problem load_problem(const std::string& src) {
+Problem load_problem(const std::string& src, const ReadOptions& read, bool with_stats) {
   Problem p;
   p.source = src;
   auto t0 = std::chrono::steady_clock::now();
@@ -23,16 +23,20 @@ Problem load_problem(const std::string& src) {
     p.name = src;
     p.kind = "generated";
   } else {
-    MatrixFile f = read_matrix_market(src);
+    MatrixFile f = read_matrix_market(src, read);
+    p.read = f.info.read;
     p.a = std::move(f.matrix);
     p.name = f.info.name.empty() ? std::filesystem::path(src).filename().string() : f.info.name;
     p.kind = f.info.kind;
     dups = f.info.duplicates_summed;
+    p.duplicates_summed = dups;
   }
   p.read_ms = ms_since(t0);
-  t0 = std::chrono::steady_clock::now();
-  p.stats = compute_stats(p.a, dups);
-  p.stats_ms = ms_since(t0);
+  if (with_stats) {
+    t0 = std::chrono::steady_clock::now();
+    p.stats = compute_stats(p.a, dups, read.threads);
+    p.stats_ms = ms_since(t0);
+  }
   return p;
 }
 

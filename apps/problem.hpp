@@ -13,10 +13,14 @@ struct Problem {
   std::string name, kind;   // SuiteSparse header fields, or the generator
   CsrMatrix a;
   MatrixStats stats;
+  ReadProfile read;  // files: how the reader went (threads, inflater, load / parse / build split)
+  int64_t duplicates_summed = 0;
   double read_ms = 0, stats_ms = 0;
 };
 
-Problem load_problem(const std::string& matrix_or_spec);
+// Reads or generates A; with_stats: the host statistics too (info, the host backend; solve computes them on
+// the device).
+Problem load_problem(const std::string& matrix_or_spec, const ReadOptions& read = {}, bool with_stats = true);
 // "ones", "random" (seeded), or a Matrix Market file (array or coordinate) with n rows and k columns.
 DenseBlock make_rhs(const std::string& spec, int32_t n, int32_t k, uint64_t seed);
 // Refuses NaN/Inf entries with a message naming `what` and the entry.

@@ -7,7 +7,7 @@
 
 namespace spcg {
 
-std::string fnv1a_checksum(const std::vector<double>& v) {
+std::string fnv1a_checksum(const HostVector<double>& v) {
   uint64_t h = 1469598103934665603ULL;
   for (double d : v) {
     unsigned char b[8];

@@ -29,6 +29,6 @@ struct SolveReport {
 void print_report(const SolveReport& r);
 std::string report_json(const SolveReport& r);
 std::string report_csv(const SolveReport& r);
-std::string fnv1a_checksum(const std::vector<double>& v);
+std::string fnv1a_checksum(const HostVector<double>& v);
 
 }  // namespace spcg

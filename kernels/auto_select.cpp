@@ -19,13 +19,18 @@ namespace spcg {
 namespace {
 
 struct AutoTuning {
-  static constexpr int trial_runs = 9;
+  static constexpr int trial_runs = 9;  // at most; fewer when the budget below is spent sooner (3 at least)
+  // GPU time of the timed runs, all candidates together: the trial is part of every solve's setup (issue #22:
+  // setup <= 30 ms at 128^3), and its medians settle within a few runs on matrices larger than L2.
+  static constexpr double trial_budget_ms = 4.0;
+  static constexpr int min_trial_runs = 3;
   // Matrices whose CSR bytes fit well inside L2 are launch-latency bound: formats barely matter there, the
   // plainest kernels often win by a microsecond, and trial timings need more repeats to rank them.
   static constexpr double latency_bound_bytes = 32.0 * (1 << 20);
   static constexpr int latency_bound_trial_runs = 15;
   static constexpr int latency_bound_batch = 10;   // applies per timed run
-  static constexpr double warmup_busy_ms = 10.0;   // GPU time of untimed rounds before the trial (clocks up)
+  static constexpr double warmup_busy_ms = 10.0;   // latency-bound: GPU time of untimed rounds before the trial (clocks up)
+  static constexpr double large_warmup_busy_ms = 1.0;  // larger matrices: each apply is long enough to raise the clocks
   static constexpr int warmup_max_rounds = 400;
   static constexpr double banded_dia_fill = 1.2;   // DIA when the diagonals are this full
   static constexpr double skew_cv = 1.0;           // row-length stddev / mean above this: load balancing
@@ -45,8 +50,8 @@ std::string fmt(const char* f, double v) {
 
 class AutoOperator final : public LinearOperator {
  public:
-  AutoOperator(const CsrMatrix& a, const OperatorOptions& o) : LinearOperator(a) {
-    const MatrixStats st = compute_stats(a);
+  AutoOperator(const MatrixSetup& a, const OperatorOptions& o) : LinearOperator(a) {
+    const MatrixStats& st = a.stats();  // on the device
     const double cv = st.row_mean > 0 ? st.row_stddev / st.row_mean : 0;
     std::vector<std::string> spmv, spmm;
     std::string why;
@@ -64,13 +69,22 @@ class AutoOperator final : public LinearOperator {
       spmv = {"sell-sorted", "csr-vector", "csr-adaptive"};
       why = "moderate skew: ELL fill " + fmt("%.2f", st.ell_fill);
     }
-    latency_bound_ = csr_bytes_model(a.rows, a.nnz()) < AutoTuning::latency_bound_bytes;
+    latency_bound_ = csr_bytes_model(a.rows(), a.nnz()) < AutoTuning::latency_bound_bytes;
+    // Banded and larger than L2: DIA streams 8 bytes per stored entry against CSR's and SELL's 12, and has
+    // won every such trial (docs/perf-notes.md, SpMV table: 7-pt 200^3 dia 148.5% of copy, sell 94.2%), so
+    // the statistics decide and no trial is run.
+    const bool clearly_dia = spmv.front() == "dia" && !latency_bound_;
+    if (clearly_dia) {
+      spmv = {"dia"};
+      why += "; DIA's 8 bytes per entry against SELL's 12 decide, no trial";
+    }
     if (latency_bound_) {
       for (const char* plain : {"csr-vector", "ell"})
         if (std::find(spmv.begin(), spmv.end(), plain) == spmv.end()) spmv.push_back(plain);
       why += "; fits in L2 (latency-bound): plain kernels short-listed too";
     }
     if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
+    else if (clearly_dia) spmm = {"spmm-dia-runs", "spmm-dia"};  // both DIA: the block width decides, timed
     else if (spmv.front() == "dia") spmm = {"spmm-dia-runs", "spmm-dia", "spmm-cwm"};
     else spmm = {"spmm-cwm", "spmm-crc"};
     expected_k_ = std::max(1, o.expected_k);
@@ -80,34 +94,35 @@ class AutoOperator final : public LinearOperator {
     spmv_ = pick(spmv, a, o, 1, why, o.autotune);
     if (expected_k_ > 1) {
       std::string why_k;
-      spmm_ = pick(spmm, a, o, expected_k_, why_k, o.autotune, spmv_.get());
+      spmm_ = pick(spmm, a, o, expected_k_, why_k, o.autotune, clearly_dia ? nullptr : spmv_.get());
       why += "; k=" + std::to_string(expected_k_) + ": " + why_k;
     }
     info_ = spmv_->setup_info();
     info_.analysis_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
                          spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
     info_.reason = why;
-    if (a.rows > 0 && a.rows <= AutoTuning::csr_copy_max_rows && a.nnz() <= AutoTuning::csr_copy_max_nnz) {
-      SetupInfo ignored;
-      small_csr_ = std::make_unique<DeviceCsr>(upload_csr(a, ignored));
+    if (a.rows() > 0 && a.rows() <= AutoTuning::csr_copy_max_rows && a.nnz() <= AutoTuning::csr_copy_max_nnz) {
+      // Small systems: the persistent CG reads the shared device CSR; its long-row tables come from the row
+      // pointers (at most 65536 rows: well under a millisecond on the host).
+      small_csr_ = a.device_csr();
+      const CsrMatrix& h = a.host();
       std::vector<int4> pieces;
       std::vector<int2> slots;
-      std::vector<int32_t> slot_of_row(static_cast<size_t>(a.rows), -1);
-      const PersistentCgPlan plan = persistent_cg_plan(a.row_ptr.data(), a.rows);
+      std::vector<int32_t> slot_of_row(static_cast<size_t>(h.rows), -1);
+      const PersistentCgPlan plan = persistent_cg_plan(h.row_ptr.data(), h.rows);
       lanes_per_row_ = plan.lanes_per_row;
-      for (int32_t i = 0; i < a.rows; ++i) {
-        if (a.row_length(i) <= plan.long_row_entries) continue;
+      for (int32_t i = 0; i < h.rows; ++i) {
+        if (h.row_length(i) <= plan.long_row_entries) continue;
         const int first = static_cast<int>(pieces.size());
         slot_of_row[static_cast<size_t>(i)] = static_cast<int32_t>(slots.size());
-        for (int32_t b = a.row_ptr[i]; b < a.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
-          pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, a.row_ptr[i + 1]), static_cast<int>(slots.size())});
+        for (int32_t b = h.row_ptr[i]; b < h.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
+          pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, h.row_ptr[i + 1]), static_cast<int>(slots.size())});
         slots.push_back({first, static_cast<int>(pieces.size()) - first});
       }
       long_pieces_ = DeviceArray<int4>(pieces, "CSR copy long-row pieces");
       long_slots_ = DeviceArray<int2>(slots, "CSR copy long rows");
       if (!slots.empty()) long_slot_of_row_ = DeviceArray<int32_t>(slot_of_row, "CSR copy long-row slots");
-      info_.device_bytes += ignored.device_bytes + static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes() +
-                                                                        long_slot_of_row_.bytes());
+      info_.device_bytes += static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes() + long_slot_of_row_.bytes());
     }
     if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
   }
@@ -122,7 +137,7 @@ class AutoOperator final : public LinearOperator {
     v.long_slot_of_row = long_slot_of_row_.data();
     return v;
   }
-  std::string chosen(int k) const { return (k > 1 && spmm_ ? spmm_ : spmv_)->name(); }
+  std::string chosen(int k) const override { return (k > 1 && spmm_ ? spmm_ : spmv_)->name(); }
   double bytes_per_apply(int k) const override { return op_for(k).bytes_per_apply(k); }
   bool deterministic() const override { return spmv_->deterministic() && (!spmm_ || spmm_->deterministic()); }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
@@ -139,7 +154,7 @@ class AutoOperator final : public LinearOperator {
 
   // Builds the candidates (skipping formats that refuse the matrix), times them at width k, keeps the fastest.
   // `repeated` (k > 1): the SpMV winner applied column by column is a candidate too.
-  std::shared_ptr<LinearOperator> pick(const std::vector<std::string>& names, const CsrMatrix& a,
+  std::shared_ptr<LinearOperator> pick(const std::vector<std::string>& names, const MatrixSetup& a,
                                        const OperatorOptions& o, int k, std::string& why, bool autotune,
                                        LinearOperator* repeated = nullptr) {
     std::vector<std::shared_ptr<LinearOperator>> ops;
@@ -154,11 +169,11 @@ class AutoOperator final : public LinearOperator {
     if (repeated) ops.emplace_back(std::shared_ptr<LinearOperator>(std::shared_ptr<LinearOperator>{}, repeated));
     if (ops.empty()) ops.emplace_back(make_operator("csr-vector", a, o));
     if (!refused.empty()) why += " (" + refused + ")";
-    if (!autotune || ops.size() == 1 || a.nnz() == 0 || a.rows == 0) {
+    if (!autotune || ops.size() == 1 || a.nnz() == 0 || a.rows() == 0) {
       why += " -> " + ops.front()->name() + (repeated && ops.front().get() == repeated ? " (repeated SpMV)" : "");
       return ops.front();
     }
-    DeviceBlock x(a.cols, k, "auto-tuning input"), y(a.rows, k, "auto-tuning output");
+    DeviceBlock x(a.cols(), k, "auto-tuning input"), y(a.rows(), k, "auto-tuning output");
     std::vector<double> hx(x.size());
     std::mt19937_64 rng(7);
     std::uniform_real_distribution<double> u(-1, 1);
@@ -169,19 +184,23 @@ class AutoOperator final : public LinearOperator {
     why += "; timed";
     // Candidates take turns run by run, so a drift in clocks or launch latency during the trial falls on all of
     // them alike (one after the other, a latency-bound file once ranked csr-vector at 9.1 us that ran 7.0).
-    const int runs = latency_bound_ ? AutoTuning::latency_bound_trial_runs : AutoTuning::trial_runs;
+    const int max_runs = latency_bound_ ? AutoTuning::latency_bound_trial_runs : AutoTuning::trial_runs;
     const int batch = latency_bound_ ? AutoTuning::latency_bound_batch : 1;  // back-to-back, as a solver runs them
     // Warm-up (module loading, lazy plans), then until the GPU has been busy for a while: after the host-side
     // setup the clocks may still be idle, and a trial at idle clocks once ranked sell-sorted (8.3 us at speed)
     // over csr-vector (4.1 us) on bcsstk04, every candidate timed at 21-28 us.
     for (auto& op : ops)
       for (int w = 0; w < 2; ++w) op->apply(1.0, x, 0.0, y);
-    double busy_ms = 0;
-    for (int round = 0; round < AutoTuning::warmup_max_rounds && busy_ms < AutoTuning::warmup_busy_ms; ++round)
-      busy_ms += time_on_stream_ms(0, [&] {
+    double busy_ms = 0, round_ms = 0;
+    const double warmup_ms = latency_bound_ ? AutoTuning::warmup_busy_ms : AutoTuning::large_warmup_busy_ms;
+    for (int round = 0; round < AutoTuning::warmup_max_rounds && busy_ms < warmup_ms; ++round)
+      busy_ms += round_ms = time_on_stream_ms(0, [&] {
         for (auto& op : ops)
           for (int b = 0; b < batch; ++b) op->apply(1.0, x, 0.0, y);
       });
+    // As many runs as the budget buys (a round of every candidate took round_ms), within [3, max_runs].
+    const int runs = std::clamp(static_cast<int>(AutoTuning::trial_budget_ms / std::max(round_ms, 1e-6)),
+                                AutoTuning::min_trial_runs, max_runs);
     std::vector<std::vector<double>> ms(ops.size());
     for (int r = 0; r < runs; ++r)
       for (size_t c = 0; c < ops.size(); ++c)
@@ -203,7 +222,7 @@ class AutoOperator final : public LinearOperator {
   }
 
   std::shared_ptr<LinearOperator> spmv_, spmm_;
-  std::unique_ptr<DeviceCsr> small_csr_;
+  std::shared_ptr<const DeviceCsr> small_csr_;
   DeviceArray<int4> long_pieces_;
   DeviceArray<int2> long_slots_;
   DeviceArray<int32_t> long_slot_of_row_;
@@ -214,13 +233,10 @@ class AutoOperator final : public LinearOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_auto_operator(const CsrMatrix& a, const OperatorOptions& o) {
+std::unique_ptr<LinearOperator> make_auto_operator(const MatrixSetup& a, const OperatorOptions& o) {
   return std::make_unique<AutoOperator>(a, o);
 }
 
-std::string auto_choice(const LinearOperator& op, int k) {
-  if (auto* a = dynamic_cast<const AutoOperator*>(&op)) return a->chosen(k);
-  return op.name();
-}
+std::string auto_choice(const LinearOperator& op, int k) { return op.chosen(k); }
 
 }  // namespace spcg

@@ -1,5 +1,8 @@
 #include "cuda_check.hpp"
 
+#include <chrono>
+#include <thread>
+
 namespace spcg {
 
 void throw_cuda_error(const char* library, const char* call, const std::string& detail, const char* file, int line) {
@@ -19,6 +22,40 @@ bool cuda_device_available(std::string* why) {
     return false;
   }
   return true;
+}
+
+struct CudaStart::State {
+  std::thread thread;
+  bool available = false;
+  std::string why;
+  double ms = 0;
+};
+
+CudaStart::CudaStart() : state_(std::make_unique<State>()) {
+  State* st = state_.get();
+  st->thread = std::thread([st] {
+    const auto t0 = std::chrono::steady_clock::now();
+    st->available = cuda_device_available(&st->why);
+    if (st->available) {
+      const cudaError_t e = cudaFree(nullptr);  // creates the primary context
+      if (e != cudaSuccess) {
+        st->available = false;
+        st->why = std::string("cannot create a CUDA context (") + cudaGetErrorString(e) + ")";
+      }
+    }
+    st->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  });
+}
+
+CudaStart::~CudaStart() {
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+bool CudaStart::wait(std::string* why) {
+  if (state_->thread.joinable()) state_->thread.join();
+  ms_ = state_->ms;
+  if (why) *why = state_->why;
+  return state_->available;
 }
 
 }  // namespace spcg

@@ -14,13 +14,15 @@ namespace {
 
 class CusparseOperator final : public LinearOperator {
  public:
-  CusparseOperator(const CsrMatrix& a, std::string name, cusparseSpMVAlg_t mv_alg, cusparseSpMMAlg_t mm_alg)
-      : LinearOperator(a), name_(std::move(name)), mv_alg_(mv_alg), mm_alg_(mm_alg) {
+  CusparseOperator(const MatrixSetup& m, std::string name, cusparseSpMVAlg_t mv_alg, cusparseSpMMAlg_t mm_alg)
+      : LinearOperator(m), name_(std::move(name)), mv_alg_(mv_alg), mm_alg_(mm_alg) {
+    csr_ = shared_csr(m, info_);
     info_.format = "csr (cuSPARSE)";
-    csr_ = upload_csr(a, info_);
     CHECK_CUSPARSE(cusparseCreate(&handle_));
-    CHECK_CUSPARSE(cusparseCreateCsr(&mat_, a.rows, a.cols, a.nnz(), csr_.row_ptr.data(), csr_.col_idx.data(),
-                                     csr_.values.data(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+    // cuSPARSE only reads the matrix in SpMV/SpMM; the descriptor type is not const-qualified
+    CHECK_CUSPARSE(cusparseCreateCsr(&mat_, m.rows(), m.cols(), m.nnz(), const_cast<int32_t*>(csr_->row_ptr.data()),
+                                     const_cast<int32_t*>(csr_->col_idx.data()), const_cast<double*>(csr_->values.data()),
+                                     CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                      CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
   }
   ~CusparseOperator() override {
@@ -92,7 +94,7 @@ class CusparseOperator final : public LinearOperator {
   std::string name_;
   cusparseSpMVAlg_t mv_alg_;
   cusparseSpMMAlg_t mm_alg_;
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
   cusparseHandle_t handle_ = nullptr;
   cusparseSpMatDescr_t mat_ = nullptr;
   mutable std::map<int, Plan> plans_;
@@ -101,14 +103,14 @@ class CusparseOperator final : public LinearOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_cusparse_alg1(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CusparseOperator>(a, "cusparse-alg1", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG1);
+std::unique_ptr<LinearOperator> make_cusparse_alg1(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CusparseOperator>(m, "cusparse-alg1", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG1);
 }
-std::unique_ptr<LinearOperator> make_cusparse_alg2(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CusparseOperator>(a, "cusparse-alg2", CUSPARSE_SPMV_CSR_ALG2, CUSPARSE_SPMM_CSR_ALG2);
+std::unique_ptr<LinearOperator> make_cusparse_alg2(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CusparseOperator>(m, "cusparse-alg2", CUSPARSE_SPMV_CSR_ALG2, CUSPARSE_SPMM_CSR_ALG2);
 }
-std::unique_ptr<LinearOperator> make_cusparse_spmm_alg3(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CusparseOperator>(a, "cusparse-alg3", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG3);
+std::unique_ptr<LinearOperator> make_cusparse_spmm_alg3(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CusparseOperator>(m, "cusparse-alg3", CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG3);
 }
 
 struct CusparseColumnMajorSpmm::Impl {

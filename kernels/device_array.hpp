@@ -23,7 +23,10 @@ class DeviceArray {
   explicit DeviceArray(size_t n, const char* what = "buffer") : n_(n) {
     if (n) p_ = static_cast<T*>(device_allocate(n * sizeof(T), what));
   }
-  DeviceArray(const std::vector<T>& h, const char* what = "buffer") : DeviceArray(h.size(), what) { upload(h); }
+  template <class Alloc>
+  DeviceArray(const std::vector<T, Alloc>& h, const char* what = "buffer") : DeviceArray(h.size(), what) {
+    upload(h);
+  }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
   DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
@@ -41,12 +44,15 @@ class DeviceArray {
   const T* data() const { return p_; }
   size_t size() const { return n_; }
   size_t bytes() const { return n_ * sizeof(T); }
-  void upload(const std::vector<T>& h) {
+  template <class Alloc>
+  void upload(const std::vector<T, Alloc>& h) {
     if (h.size() != n_) throw Error("DeviceArray::upload: size mismatch");
     if (n_) CHECK_CUDA(cudaMemcpy(p_, h.data(), bytes(), cudaMemcpyHostToDevice));
   }
-  std::vector<T> download() const {
-    std::vector<T> h(n_);
+  // std::vector<T> by default; HostVector<T> (or any allocator) on request.
+  template <class Vector = std::vector<T>>
+  Vector download() const {
+    Vector h(n_);
     if (n_) CHECK_CUDA(cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost));
     return h;
   }

@@ -9,8 +9,8 @@ double elapsed_ms(const std::chrono::steady_clock::time_point& start) {
 }
 
 namespace {
-template <class T>
-DeviceArray<T> up(const std::vector<T>& h, const char* what, SetupInfo& info) {
+template <class T, class Alloc>
+DeviceArray<T> up(const std::vector<T, Alloc>& h, const char* what, SetupInfo& info) {
   DeviceArray<T> d(h, what);
   info.device_bytes += static_cast<int64_t>(d.bytes());
   return d;

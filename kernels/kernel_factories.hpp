@@ -3,9 +3,10 @@
 #include <memory>
 
 #include "linear_operator.hpp"
+#include "matrix_setup.hpp"
 
 namespace spcg {
-#define SPCG_FACTORY(fn) std::unique_ptr<LinearOperator> fn(const CsrMatrix& a, const OperatorOptions& o)
+#define SPCG_FACTORY(fn) std::unique_ptr<LinearOperator> fn(const MatrixSetup& m, const OperatorOptions& o)
 SPCG_FACTORY(make_csr_scalar);
 SPCG_FACTORY(make_csr_vector);
 SPCG_FACTORY(make_csr_adaptive);

@@ -1,8 +1,11 @@
 #include "linear_operator.hpp"
 
 #include "blas1.hpp"
+#include "matrix_setup.hpp"
 
 namespace spcg {
+
+LinearOperator::LinearOperator(const MatrixSetup& m) : rows_(m.rows()), cols_(m.cols()), nnz_(m.nnz()) {}
 
 void LinearOperator::apply(double alpha, const DeviceBlock& X, double beta, DeviceBlock& Y, cudaStream_t s) const {
   if (X.rows != cols_ || Y.rows != rows_ || X.cols != Y.cols)

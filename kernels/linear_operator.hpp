@@ -58,6 +58,8 @@ struct CsrView {
   explicit operator bool() const { return row_ptr != nullptr; }
 };
 
+class MatrixSetup;
+
 class LinearOperator {
  public:
   virtual ~LinearOperator() = default;
@@ -75,6 +77,8 @@ class LinearOperator {
   virtual CsrView csr_view() const { return {}; }
 
   virtual std::string name() const = 0;
+  // The kernel that runs at block width k: name() for a kernel; auto's choice for auto.
+  virtual std::string chosen(int /*k*/) const { return name(); }
   virtual double bytes_per_apply(int k) const = 0;  // the format's own bytes model (beta = 0)
   virtual bool deterministic() const { return true; }
   const SetupInfo& setup_info() const { return info_; }
@@ -84,6 +88,7 @@ class LinearOperator {
 
  protected:
   LinearOperator(const CsrMatrix& a) : rows_(a.rows), cols_(a.cols), nnz_(a.nnz()) {}
+  explicit LinearOperator(const MatrixSetup& m);
   // Called only with rows > 0, k > 0, nnz > 0.
   virtual void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const = 0;
   SetupInfo info_;

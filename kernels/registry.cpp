@@ -52,7 +52,7 @@ const KernelEntry* find_kernel(const std::string& name) {
   return nullptr;
 }
 
-std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a, const OperatorOptions& o) {
+std::unique_ptr<LinearOperator> make_operator(const std::string& name, const MatrixSetup& a, const OperatorOptions& o) {
   if (name == "auto") return make_auto_operator(a, o);
   const KernelEntry* e = find_kernel(name);
   if (!e) {

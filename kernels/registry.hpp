@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "linear_operator.hpp"
+#include "matrix_setup.hpp"
 
 namespace spcg {
 
@@ -16,19 +17,20 @@ struct KernelEntry {
   std::string name;
   KernelFamily family;
   std::string description;
-  std::function<std::unique_ptr<LinearOperator>(const CsrMatrix&, const OperatorOptions&)> make;
+  std::function<std::unique_ptr<LinearOperator>(const MatrixSetup&, const OperatorOptions&)> make;
 };
 
 const std::vector<KernelEntry>& kernel_registry();
 std::vector<std::string> kernel_names();                          // every entry, registry order
 std::vector<std::string> kernel_names(KernelFamily family);
 const KernelEntry* find_kernel(const std::string& name);
-// "auto" or a registry name; throws UsageError listing the names for anything else.
-std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a,
+// "auto" or a registry name; throws UsageError listing the names for anything else. A MatrixSetup shared by
+// several calls uploads the matrix once; a plain CsrMatrix gets a setup of its own.
+std::unique_ptr<LinearOperator> make_operator(const std::string& name, const MatrixSetup& a,
                                               const OperatorOptions& options = {});
 
 // Auto-selection (auto_select.cpp): short list from statistics, optionally timed trials.
-std::unique_ptr<LinearOperator> make_auto_operator(const CsrMatrix& a, const OperatorOptions& options);
+std::unique_ptr<LinearOperator> make_auto_operator(const MatrixSetup& a, const OperatorOptions& options);
 
 }  // namespace spcg
 

@@ -4,7 +4,7 @@
 
 namespace spcg {
 
-RowBinning make_row_blocks(const std::vector<int32_t>& row_ptr, int32_t rows) {
+RowBinning make_row_blocks(const int32_t* row_ptr, int32_t rows) {
   constexpr int tile_entries = RowBlockTuning::tile_entries, max_rows = RowBlockTuning::max_rows,
                 piece_entries = RowBlockTuning::piece_entries;
   RowBinning b;

@@ -33,6 +33,6 @@ struct RowBinning {
 
 // Greedy: extend a block while its entries fit the tile and it has at most max_rows rows; a row longer than the
 // tile becomes ceil(length / piece_entries) pieces (RowBlockTuning).
-RowBinning make_row_blocks(const std::vector<int32_t>& row_ptr, int32_t rows);
+RowBinning make_row_blocks(const int32_t* row_ptr, int32_t rows);
 
 }  // namespace spcg

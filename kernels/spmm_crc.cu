@@ -28,9 +28,9 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 
 class SpmmCrc final : public SpmmOperator {
  public:
-  SpmmCrc(const CsrMatrix& a) : SpmmOperator(a) {
+  SpmmCrc(const MatrixSetup& m) : SpmmOperator(m) {
     info_.format = "csr";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
   }
   std::string name() const override { return "spmm-crc"; }
 
@@ -41,19 +41,19 @@ class SpmmCrc final : public SpmmOperator {
       constexpr int G = decltype(gc)::value;
       const int64_t blocks = (int64_t{rows_} * G + SpmmTuning::threads - 1) / SpmmTuning::threads;
       spmm_crc_kernel<G><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
-          rows_, K, ld, csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y);
+          rows_, K, ld, csr_->row_ptr.data(), csr_->col_idx.data(), csr_->values.data(), x, alpha, beta, y);
     });
     CHECK_LAUNCH("spmm-crc");
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_crc(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmCrc>(a);
+std::unique_ptr<LinearOperator> make_spmm_crc(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmCrc>(m);
 }
 
 }  // namespace spcg

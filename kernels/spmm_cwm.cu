@@ -35,9 +35,9 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 
 class SpmmCwm final : public SpmmOperator {
  public:
-  SpmmCwm(const CsrMatrix& a) : SpmmOperator(a) {
+  SpmmCwm(const MatrixSetup& m) : SpmmOperator(m) {
     info_.format = "csr";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
   }
   std::string name() const override { return "spmm-cwm"; }
 
@@ -50,7 +50,7 @@ class SpmmCwm final : public SpmmOperator {
         constexpr int G = decltype(gc)::value;
         const int64_t blocks = (int64_t{rows_} * G + SpmmTuning::threads - 1) / SpmmTuning::threads;
         spmm_cwm_kernel<G, CW><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
-            rows_, K, ld, vec2, csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y);
+            rows_, K, ld, vec2, csr_->row_ptr.data(), csr_->col_idx.data(), csr_->values.data(), x, alpha, beta, y);
       });
     };
     if (K >= CwmTuning::wide_columns_min_k) run(std::integral_constant<int, 4>{});
@@ -59,13 +59,13 @@ class SpmmCwm final : public SpmmOperator {
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_cwm(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmCwm>(a);
+std::unique_ptr<LinearOperator> make_spmm_cwm(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmCwm>(m);
 }
 
 }  // namespace spcg

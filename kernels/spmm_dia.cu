@@ -134,11 +134,15 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
 
 class SpmmDia final : public SpmmOperator {
  public:
-  SpmmDia(const CsrMatrix& a) : SpmmOperator(a) {
-    dia_ = build_device_dia(a, SpmmDiaTuning::max_fill, SpmmDiaTuning::max_diagonals, name(), info_);
+  SpmmDia(const MatrixSetup& m) : SpmmOperator(m) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dia_ = m.dia(name(), SpmmDiaTuning::max_fill, SpmmDiaTuning::max_diagonals, false);
+    info_.convert_ms = elapsed_ms(t0);
+    info_.format = dia_format(*dia_, m.stats().distinct_diagonals);
+    info_.device_bytes = static_cast<int64_t>(dia_->values.bytes() + dia_->offsets.bytes());
   }
   std::string name() const override { return "spmm-dia"; }
-  double bytes_per_apply(int k) const override { return 8.0 * double(rows_) * dia_.diagonals + 16.0 * rows_ * k; }
+  double bytes_per_apply(int k) const override { return 8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_ * k; }
 
  protected:
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
@@ -153,8 +157,8 @@ class SpmmDia final : public SpmmOperator {
       const int64_t steps = (int64_t{rows_} + rows_per_step - 1) / rows_per_step;
       const int blocks = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(steps, resident_blocks(reinterpret_cast<const void*>(kernel), SpmmDiaTuning::threads))));
-      kernel<<<blocks, SpmmDiaTuning::threads, 0, s>>>(rows_, cols_, dia_.diagonals, dia_.offsets.data(),
-                                                       dia_.min_offset, dia_.max_offset, dia_.values.data(), x, ld, K,
+      kernel<<<blocks, SpmmDiaTuning::threads, 0, s>>>(rows_, cols_, dia_->diagonals, dia_->offsets.data(),
+                                                       dia_->min_offset, dia_->max_offset, dia_->values.data(), x, ld, K,
                                                        alpha, beta, y);
     };
     using Quad = std::integral_constant<int, 4>;
@@ -167,13 +171,13 @@ class SpmmDia final : public SpmmOperator {
   }
 
  private:
-  DeviceDia dia_;
+  std::shared_ptr<const DeviceDia> dia_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_dia(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmDia>(a);
+std::unique_ptr<LinearOperator> make_spmm_dia(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmDia>(m);
 }
 
 }  // namespace spcg

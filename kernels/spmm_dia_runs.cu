@@ -212,9 +212,13 @@ std::vector<int32_t> cut_runs(const std::vector<int32_t>& offsets) {
 
 class SpmmDiaRuns final : public SpmmOperator {
  public:
-  SpmmDiaRuns(const CsrMatrix& a) : SpmmOperator(a) {
-    dia_ = build_device_dia(a, SpmmDiaRunsTuning::max_fill, SpmmDiaRunsTuning::max_diagonals, name(), info_, false, 2);
-    const std::vector<int32_t> first = cut_runs(dia_.offsets.download());
+  SpmmDiaRuns(const MatrixSetup& m) : SpmmOperator(m) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dia_ = m.dia(name(), SpmmDiaRunsTuning::max_fill, SpmmDiaRunsTuning::max_diagonals, false, 2);
+    info_.convert_ms = elapsed_ms(t0);
+    info_.format = dia_format(*dia_, m.stats().distinct_diagonals);
+    info_.device_bytes = static_cast<int64_t>(dia_->values.bytes() + dia_->offsets.bytes());
+    const std::vector<int32_t> first = cut_runs(dia_->offsets.download());
     runs_ = static_cast<int>(first.size()) - 1;
     run_first_ = DeviceArray<int32_t>(first, "spmm-dia-runs runs");
   }
@@ -227,7 +231,7 @@ class SpmmDiaRuns final : public SpmmOperator {
       const int K = std::min(SpmmTuning::panel, k - j0);
       sweeps += (K + panel_width(K) - 1) / panel_width(K);
     }
-    return 8.0 * double(rows_) * dia_.diagonals * std::max(1.0, sweeps) + 16.0 * rows_ * k;
+    return 8.0 * double(rows_) * dia_->diagonals * std::max(1.0, sweeps) + 16.0 * rows_ * k;
   }
 
  protected:
@@ -235,7 +239,7 @@ class SpmmDiaRuns final : public SpmmOperator {
   // down to a multiple of panel_multiple (whole 128-byte lines of X, and the 16-byte two-piece path).
   int panel_width(int K) const {
     constexpr int m = SpmmDiaRunsTuning::panel_multiple;
-    const double span = double(dia_.max_offset) - dia_.min_offset;
+    const double span = double(dia_->max_offset) - dia_->min_offset;
     int width = K;
     while (width > 32 && span * 16.0 * width > SpmmDiaRunsTuning::l2_reuse_fraction * double(device_l2_bytes()))
       width = std::max(m, width / 2 / m * m);
@@ -256,12 +260,12 @@ class SpmmDiaRuns final : public SpmmOperator {
       const int64_t steps = (int64_t{rows_} + rows_per_step - 1) / rows_per_step;
       const int blocks = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(steps, resident_blocks(reinterpret_cast<const void*>(kernel), T))));
-      kernel<<<blocks, T, 0, s>>>(rows_, cols_, runs_, run_first_.data(), dia_.offsets.data(), dia_.min_offset,
-                                  dia_.max_offset, dia_.values.data(), dia_.stride, x, ld, K, alpha, beta, y);
+      kernel<<<blocks, T, 0, s>>>(rows_, cols_, runs_, run_first_.data(), dia_->offsets.data(), dia_->min_offset,
+                                  dia_->max_offset, dia_->values.data(), dia_->stride, x, ld, K, alpha, beta, y);
     };
     using One = std::integral_constant<int, 1>;
     using Two = std::integral_constant<int, 2>;
-    const bool streaming = dia_.diagonals < SpmmDiaRunsTuning::evict_first_y_max_run_mean * runs_;
+    const bool streaming = dia_->diagonals < SpmmDiaRunsTuning::evict_first_y_max_run_mean * runs_;
     const bool two_pieces = vec2 && K % 4 == 0 && K >= SpmmDiaRunsTuning::two_pieces_min_k;
     if (two_pieces && streaming) launch(Two{}, std::true_type{}, std::true_type{});
     else if (two_pieces) launch(Two{}, std::true_type{}, std::false_type{});
@@ -272,15 +276,15 @@ class SpmmDiaRuns final : public SpmmOperator {
   }
 
  private:
-  DeviceDia dia_;
+  std::shared_ptr<const DeviceDia> dia_;
   DeviceArray<int32_t> run_first_;
   int runs_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_dia_runs(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmDiaRuns>(a);
+std::unique_ptr<LinearOperator> make_spmm_dia_runs(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmDiaRuns>(m);
 }
 
 }  // namespace spcg

@@ -21,9 +21,9 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 
 class SpmmNaive final : public SpmmOperator {
  public:
-  SpmmNaive(const CsrMatrix& a) : SpmmOperator(a) {
+  SpmmNaive(const MatrixSetup& m) : SpmmOperator(m) {
     info_.format = "csr";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
   }
   std::string name() const override { return "spmm-naive"; }
 
@@ -31,18 +31,18 @@ class SpmmNaive final : public SpmmOperator {
   void apply_panel(double alpha, const double* x, double beta, double* y, int K, int ld, cudaStream_t s) const override {
     const int64_t blocks = (int64_t{rows_} * K + SpmmTuning::threads - 1) / SpmmTuning::threads;
     spmm_naive_kernel<<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
-        rows_, K, ld, csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y);
+        rows_, K, ld, csr_->row_ptr.data(), csr_->col_idx.data(), csr_->values.data(), x, alpha, beta, y);
     CHECK_LAUNCH("spmm-naive");
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_naive(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmNaive>(a);
+std::unique_ptr<LinearOperator> make_spmm_naive(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmNaive>(m);
 }
 
 }  // namespace spcg

@@ -47,13 +47,14 @@ RowPieces::RowPieces(const CsrMatrix& a, int max_entries, int max_columns) {
   partial = DeviceArray<double>(static_cast<size_t>(slots) * max_columns, "split partial sums");
 }
 
-RowPieces setup_row_pieces(const CsrMatrix& a, int max_entries, int max_columns, DeviceCsr& csr, SetupInfo& info) {
+RowPieces setup_row_pieces(const MatrixSetup& m, int max_entries, int max_columns,
+                           std::shared_ptr<const DeviceCsr>& csr, SetupInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
-  RowPieces pieces(a, max_entries, max_columns);
+  RowPieces pieces(m.host(), max_entries, max_columns);
   info.convert_ms = elapsed_ms(t0);
-  info.format = "csr+split";
   info.reason = std::to_string(pieces.split_rows) + " rows split into " + std::to_string(pieces.slots) + " pieces";
-  csr = upload_csr(a, info);
+  csr = shared_csr(m, info);
+  info.format = "csr+split";
   info.device_bytes += pieces.bytes();
   return pieces;
 }

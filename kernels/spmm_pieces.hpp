@@ -8,6 +8,7 @@
 #include "device_array.hpp"
 #include "csr_matrix.hpp"
 #include "device_formats.hpp"
+#include "matrix_setup.hpp"
 
 namespace spcg {
 
@@ -26,6 +27,7 @@ struct RowPieces {
 
 // Setup of an operator on row pieces: uploads the CSR arrays into csr, cuts the rows, and records the
 // conversion time, the format, the split count and the device bytes in info.
-RowPieces setup_row_pieces(const CsrMatrix& a, int max_entries, int max_columns, DeviceCsr& csr, SetupInfo& info);
+RowPieces setup_row_pieces(const MatrixSetup& m, int max_entries, int max_columns,
+                           std::shared_ptr<const DeviceCsr>& csr, SetupInfo& info);
 
 }  // namespace spcg

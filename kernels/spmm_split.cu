@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 
 class SpmmSplit final : public SpmmOperator {
  public:
-  SpmmSplit(const CsrMatrix& a) : SpmmOperator(a) {
-    pieces_ = setup_row_pieces(a, SplitTuning::split_entries, SpmmTuning::panel, csr_, info_);
+  SpmmSplit(const MatrixSetup& m) : SpmmOperator(m) {
+    pieces_ = setup_row_pieces(m, SplitTuning::split_entries, SpmmTuning::panel, csr_, info_);
   }
   std::string name() const override { return "spmm-split"; }
   double bytes_per_apply(int k) const override {
@@ -66,7 +66,7 @@ class SpmmSplit final : public SpmmOperator {
         const int64_t blocks = (int64_t{pieces_.items} * G + SpmmTuning::threads - 1) / SpmmTuning::threads;
         constexpr int E = G >= SplitTuning::two_entries_min_group ? 2 : 1;
         spmm_split_kernel<G, E, CW><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
-            pieces_.items, K, ld, vec2, pieces_.work.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y,
+            pieces_.items, K, ld, vec2, pieces_.work.data(), csr_->col_idx.data(), csr_->values.data(), x, alpha, beta, y,
             partial);
       });
     };
@@ -77,14 +77,14 @@ class SpmmSplit final : public SpmmOperator {
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
   RowPieces pieces_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_split(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmSplit>(a);
+std::unique_ptr<LinearOperator> make_spmm_split(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmSplit>(m);
 }
 
 }  // namespace spcg

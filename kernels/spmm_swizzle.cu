@@ -32,14 +32,15 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 
 class SpmmSwizzle final : public SpmmOperator {
  public:
-  SpmmSwizzle(const CsrMatrix& a) : SpmmOperator(a) {
+  SpmmSwizzle(const MatrixSetup& m) : SpmmOperator(m) {
     const auto t0 = std::chrono::steady_clock::now();
+    const CsrMatrix& a = m.host();
     std::vector<int32_t> order(a.rows);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return a.row_length(x) > a.row_length(y); });
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "csr+swizzle";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
     order_ = DeviceArray<int32_t>(order, "row swizzle order");
     info_.device_bytes += static_cast<int64_t>(order_.bytes());
   }
@@ -54,21 +55,21 @@ class SpmmSwizzle final : public SpmmOperator {
       constexpr int G = decltype(gc)::value;
       const int64_t blocks = (int64_t{rows_} * G + SpmmTuning::threads - 1) / SpmmTuning::threads;
       spmm_swizzle_kernel<G><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
-          rows_, K, ld, vec2, order_.data(), csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha,
+          rows_, K, ld, vec2, order_.data(), csr_->row_ptr.data(), csr_->col_idx.data(), csr_->values.data(), x, alpha,
           beta, y);
     });
     CHECK_LAUNCH("spmm-swizzle");
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
   DeviceArray<int32_t> order_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_swizzle(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmSwizzle>(a);
+std::unique_ptr<LinearOperator> make_spmm_swizzle(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmSwizzle>(m);
 }
 
 }  // namespace spcg

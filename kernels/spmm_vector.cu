@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(SpmmTuning::threads)
 
 class SpmmVector final : public SpmmOperator {
  public:
-  SpmmVector(const CsrMatrix& a) : SpmmOperator(a) {
-    pieces_ = setup_row_pieces(a, VectorTuning::piece_entries, VectorTuning::max_columns, csr_, info_);
+  SpmmVector(const MatrixSetup& m) : SpmmOperator(m) {
+    pieces_ = setup_row_pieces(m, VectorTuning::piece_entries, VectorTuning::max_columns, csr_, info_);
   }
   std::string name() const override { return "spmm-vector"; }
   double bytes_per_apply(int k) const override {
@@ -107,7 +107,7 @@ class SpmmVector final : public SpmmOperator {
     const int64_t blocks = (int64_t{pieces_.items} * L + SpmmTuning::threads - 1) / SpmmTuning::threads;
     auto launch = [&](auto kmax) {
       spmm_vector_kernel<L, decltype(kmax)::value><<<static_cast<unsigned>(blocks), SpmmTuning::threads, 0, s>>>(
-          pieces_.items, K, ld, vec2, pieces_.work.data(), csr_.col_idx.data(), csr_.values.data(), x, alpha, beta, y,
+          pieces_.items, K, ld, vec2, pieces_.work.data(), csr_->col_idx.data(), csr_->values.data(), x, alpha, beta, y,
           partial);
     };
     if (K <= 2) launch(std::integral_constant<int, 2>{});
@@ -118,14 +118,14 @@ class SpmmVector final : public SpmmOperator {
     pieces_.combine(K, ld, alpha, beta, y, s);
   }
 
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
   RowPieces pieces_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_spmm_vector(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<SpmmVector>(a);
+std::unique_ptr<LinearOperator> make_spmm_vector(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<SpmmVector>(m);
 }
 
 }  // namespace spcg

@@ -58,8 +58,9 @@ __global__ void __launch_bounds__(CooTuning::threads)
 
 class Coo final : public SpmvOperator {
  public:
-  Coo(const CsrMatrix& a) : SpmvOperator(a) {
+  Coo(const MatrixSetup& m) : SpmvOperator(m) {
     const auto t0 = std::chrono::steady_clock::now();
+    const CsrMatrix& a = m.host();
     CooMatrix c = csr_to_coo(a);
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "coo";
@@ -104,6 +105,6 @@ void launch_coo_column(const DeviceCoo& coo, const CooWorkspace& ws, double alph
   launch_carry_fixup(ws.carry_row.data(), ws.carry_val.data(), ws.intervals, coo.rows, alpha, y, ld, s);
 }
 
-std::unique_ptr<LinearOperator> make_coo(const CsrMatrix& a, const OperatorOptions&) { return std::make_unique<Coo>(a); }
+std::unique_ptr<LinearOperator> make_coo(const MatrixSetup& m, const OperatorOptions&) { return std::make_unique<Coo>(m); }
 
 }  // namespace spcg

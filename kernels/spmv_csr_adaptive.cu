@@ -98,15 +98,16 @@ __global__ void __launch_bounds__(CsrAdaptiveTuning::threads)
 
 class CsrAdaptive final : public SpmvOperator {
  public:
-  CsrAdaptive(const CsrMatrix& a) : SpmvOperator(a) {
+  CsrAdaptive(const MatrixSetup& m) : SpmvOperator(m) {
     const auto t0 = std::chrono::steady_clock::now();
-    const RowBinning bins = make_row_blocks(a.row_ptr, a.rows);
+    const CsrMatrix& a = m.host();
+    const RowBinning bins = make_row_blocks(a.row_ptr.data(), a.rows);
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "csr+rowblocks";
     blocks_ = static_cast<int>(bins.blocks.size());
     info_.reason = std::to_string(blocks_) + " row blocks, " + std::to_string(bins.slots.size()) + " long rows in " +
                    std::to_string(bins.partials) + " pieces";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
     blocks_dev_ = DeviceArray<RowBlock>(bins.blocks, "CSR-adaptive row blocks");
     slots_ = DeviceArray<LongRowSlot>(bins.slots, "CSR-adaptive long rows");
     partials_ = DeviceArray<double>(std::max(1, bins.partials), "CSR-adaptive piece sums");
@@ -123,12 +124,12 @@ class CsrAdaptive final : public SpmvOperator {
   void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
     csr_adaptive_kernel<<<blocks_, CsrAdaptiveTuning::threads, 0, s>>>(
         blocks_dev_.data(), slots_.data(), const_cast<double*>(partials_.data()), const_cast<unsigned*>(arrivals_.data()),
-        csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, ld, alpha, beta, y);
+        csr_->row_ptr.data(), csr_->col_idx.data(), csr_->values.data(), x, ld, alpha, beta, y);
     CHECK_LAUNCH("csr-adaptive");
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
   DeviceArray<RowBlock> blocks_dev_;
   DeviceArray<LongRowSlot> slots_;
   DeviceArray<double> partials_;
@@ -138,8 +139,8 @@ class CsrAdaptive final : public SpmvOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_csr_adaptive(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CsrAdaptive>(a);
+std::unique_ptr<LinearOperator> make_csr_adaptive(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CsrAdaptive>(m);
 }
 
 }  // namespace spcg

@@ -97,15 +97,16 @@ int2 merge_path_search(int64_t d, const CsrMatrix& a) {
 
 class CsrMerge final : public SpmvOperator {
  public:
-  CsrMerge(const CsrMatrix& a) : SpmvOperator(a) {
+  CsrMerge(const MatrixSetup& m) : SpmvOperator(m) {
     const auto t0 = std::chrono::steady_clock::now();
+    const CsrMatrix& a = m.host();
     const int64_t total = int64_t{a.rows} + a.nnz();
     tiles_ = (total + CsrMergeTuning::tile_items - 1) / CsrMergeTuning::tile_items;
     std::vector<int2> coords(tiles_ + 1);
     for (int64_t t = 0; t <= tiles_; ++t) coords[t] = merge_path_search(std::min(t * CsrMergeTuning::tile_items, total), a);
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "csr+mergepath";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
     coords_ = DeviceArray<int2>(coords, "merge-path tile coordinates");
     carry_row_ = DeviceArray<int32_t>(tiles_, "merge-path carries");
     carry_val_ = DeviceArray<double>(tiles_, "merge-path carries");
@@ -117,14 +118,14 @@ class CsrMerge final : public SpmvOperator {
  protected:
   void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
     csr_merge_kernel<<<static_cast<unsigned>(tiles_), CsrMergeTuning::threads, 0, s>>>(
-        rows_, coords_.data(), csr_.row_ptr.data(), csr_.col_idx.data(), csr_.values.data(), x, ld, alpha, beta, y,
+        rows_, coords_.data(), csr_->row_ptr.data(), csr_->col_idx.data(), csr_->values.data(), x, ld, alpha, beta, y,
         const_cast<int32_t*>(carry_row_.data()), const_cast<double*>(carry_val_.data()));
     CHECK_LAUNCH("csr-merge");
     launch_carry_fixup(carry_row_.data(), carry_val_.data(), tiles_, rows_, alpha, y, ld, s);
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
   DeviceArray<int2> coords_;
   DeviceArray<int32_t> carry_row_;
   DeviceArray<double> carry_val_;
@@ -133,8 +134,8 @@ class CsrMerge final : public SpmvOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_csr_merge(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CsrMerge>(a);
+std::unique_ptr<LinearOperator> make_csr_merge(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CsrMerge>(m);
 }
 
 }  // namespace spcg

@@ -27,9 +27,9 @@ __global__ void __launch_bounds__(CsrScalarTuning::threads)
 
 class CsrScalar final : public SpmvOperator {
  public:
-  CsrScalar(const CsrMatrix& a) : SpmvOperator(a) {
+  CsrScalar(const MatrixSetup& m) : SpmvOperator(m) {
     info_.format = "csr";
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
   }
   std::string name() const override { return "csr-scalar"; }
   double bytes_per_apply(int k) const override { return csr_bytes_model(rows_, nnz_, 1) * k; }
@@ -37,19 +37,19 @@ class CsrScalar final : public SpmvOperator {
  protected:
   void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
     const int blocks = (rows_ + CsrScalarTuning::threads - 1) / CsrScalarTuning::threads;
-    csr_scalar_kernel<<<blocks, CsrScalarTuning::threads, 0, s>>>(rows_, csr_.row_ptr.data(), csr_.col_idx.data(),
-                                                                  csr_.values.data(), x, ld, alpha, beta, y);
+    csr_scalar_kernel<<<blocks, CsrScalarTuning::threads, 0, s>>>(rows_, csr_->row_ptr.data(), csr_->col_idx.data(),
+                                                                  csr_->values.data(), x, ld, alpha, beta, y);
     CHECK_LAUNCH("csr-scalar");
   }
 
  private:
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_csr_scalar(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CsrScalar>(a);
+std::unique_ptr<LinearOperator> make_csr_scalar(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CsrScalar>(m);
 }
 
 }  // namespace spcg

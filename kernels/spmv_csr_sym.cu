@@ -121,10 +121,11 @@ __global__ void __launch_bounds__(CsrSymTuning::threads)
 
 class CsrSym final : public SpmvOperator {
  public:
-  CsrSym(const CsrMatrix& a) : SpmvOperator(a) {
+  CsrSym(const MatrixSetup& m) : SpmvOperator(m) {
     const auto t0 = std::chrono::steady_clock::now();
+    const CsrMatrix& a = m.host();
     const SymmetricCsr s = csr_to_symmetric(a);  // FormatRefused unless A == A' exactly
-    const RowBinning bins = make_row_blocks(s.upper.row_ptr, s.upper.rows);
+    const RowBinning bins = make_row_blocks(s.upper.row_ptr.data(), s.upper.rows);
     info_.convert_ms = elapsed_ms(t0);
     upper_nnz_ = s.upper.nnz();
     info_.format = "csr-sym";
@@ -170,8 +171,8 @@ class CsrSym final : public SpmvOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_csr_sym(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CsrSym>(a);
+std::unique_ptr<LinearOperator> make_csr_sym(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CsrSym>(m);
 }
 
 }  // namespace spcg

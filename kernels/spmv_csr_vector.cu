@@ -51,10 +51,10 @@ int vector_width(double mean) {
 
 class CsrVector final : public SpmvOperator {
  public:
-  CsrVector(const CsrMatrix& a) : SpmvOperator(a), width_(vector_width(a.rows ? double(a.nnz()) / a.rows : 1)) {
+  CsrVector(const MatrixSetup& m) : SpmvOperator(m), width_(vector_width(m.rows() ? double(m.nnz()) / m.rows() : 1)) {
     info_.format = "csr";
     info_.reason = "sub-warp width " + std::to_string(width_);
-    csr_ = upload_csr(a, info_);
+    csr_ = shared_csr(m, info_);
   }
   std::string name() const override { return "csr-vector"; }
   double bytes_per_apply(int k) const override { return csr_bytes_model(rows_, nnz_, 1) * k; }
@@ -75,8 +75,8 @@ class CsrVector final : public SpmvOperator {
     int blocks = grid_stride_blocks(int64_t{rows_} * width_, CsrVectorTuning::threads, CsrVectorTuning::blocks_per_sm);
     if (WithDot) blocks = std::min(blocks, sink.capacity);
     auto args = [&](auto kernel) {
-      kernel<<<blocks, CsrVectorTuning::threads, 0, s>>>(rows_, csr_.row_ptr.data(), csr_.col_idx.data(),
-                                                         csr_.values.data(), x, ld, alpha, beta, y, sink);
+      kernel<<<blocks, CsrVectorTuning::threads, 0, s>>>(rows_, csr_->row_ptr.data(), csr_->col_idx.data(),
+                                                         csr_->values.data(), x, ld, alpha, beta, y, sink);
     };
     switch (width_) {
       case 1: args(csr_vector_kernel<1, WithDot>); break;
@@ -90,13 +90,13 @@ class CsrVector final : public SpmvOperator {
     return blocks;
   }
   int width_;
-  DeviceCsr csr_;
+  std::shared_ptr<const DeviceCsr> csr_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_csr_vector(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<CsrVector>(a);
+std::unique_ptr<LinearOperator> make_csr_vector(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CsrVector>(m);
 }
 
 }  // namespace spcg

@@ -71,11 +71,15 @@ __global__ void __launch_bounds__(DiaTuning::threads)
 
 class Dia final : public SpmvOperator {
  public:
-  Dia(const CsrMatrix& a) : SpmvOperator(a) {
-    dia_ = build_device_dia(a, DiaTuning::max_fill, DiaTuning::max_diagonals, name(), info_, true);
+  Dia(const MatrixSetup& m) : SpmvOperator(m) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dia_ = m.dia(name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true);
+    info_.convert_ms = elapsed_ms(t0);
+    info_.format = dia_format(*dia_, m.stats().distinct_diagonals);
+    info_.device_bytes = static_cast<int64_t>(dia_->values.bytes() + dia_->offsets.bytes());
   }
   std::string name() const override { return "dia"; }
-  double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_.diagonals + 16.0 * rows_) * k; }
+  double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_) * k; }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     if (rows_ != cols_) return false;
     launch<true>(x, 1, 1.0, 0.0, y, s, sink);
@@ -94,19 +98,19 @@ class Dia final : public SpmvOperator {
     if (WithDot) blocks = std::min(blocks, sink.capacity);
     auto go = [&](auto symmetric) {
       dia_kernel<WithDot, decltype(symmetric)::value><<<blocks, DiaTuning::threads, 0, s>>>(
-          rows_, cols_, dia_.diagonals, dia_.offsets.data(), dia_.min_offset, dia_.max_offset, dia_.values.data(), x,
+          rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, dia_->values.data(), x,
           ld, alpha, beta, y, sink);
     };
-    if (dia_.symmetric) go(std::true_type{});
+    if (dia_->symmetric) go(std::true_type{});
     else go(std::false_type{});
     CHECK_LAUNCH("dia");
   }
 
-  DeviceDia dia_;
+  std::shared_ptr<const DeviceDia> dia_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_dia(const CsrMatrix& a, const OperatorOptions&) { return std::make_unique<Dia>(a); }
+std::unique_ptr<LinearOperator> make_dia(const MatrixSetup& m, const OperatorOptions&) { return std::make_unique<Dia>(m); }
 
 }  // namespace spcg

@@ -4,6 +4,7 @@
 #include "device_formats.hpp"
 #include "device_utils.cuh"
 #include "kernel_factories.hpp"
+#include "setup_kernels.hpp"
 #include "spmv_launchers.hpp"
 
 namespace spcg {
@@ -35,12 +36,15 @@ __global__ void __launch_bounds__(EllTuning::threads)
 
 class Ell final : public SpmvOperator {
  public:
-  Ell(const CsrMatrix& a) : SpmvOperator(a) {
+  Ell(const MatrixSetup& m) : SpmvOperator(m) {
+    // Built on the device from the shared CSR; the width is the statistics' longest row.
+    const MatrixStats& st = m.stats();
+    check_format_fill("ell", double(st.rows) * st.row_max, st.nnz, EllTuning::max_fill);
     const auto t0 = std::chrono::steady_clock::now();
-    EllMatrix e = csr_to_ell(a, EllTuning::max_fill);
+    ell_ = device_ell(*m.device_csr(), st.row_max);
     info_.convert_ms = elapsed_ms(t0);
-    info_.format = "ell-" + std::to_string(e.width);
-    ell_ = upload_ell(e, info_);
+    info_.format = "ell-" + std::to_string(ell_.width);
+    info_.device_bytes = static_cast<int64_t>(ell_.col_idx.bytes() + ell_.values.bytes());
   }
   std::string name() const override { return "ell"; }
   double bytes_per_apply(int k) const override { return (12.0 * double(rows_) * ell_.width + 16.0 * rows_) * k; }
@@ -73,6 +77,6 @@ void launch_ell_column(const DeviceEll& ell, double alpha, const double* x, doub
   CHECK_LAUNCH("ell");
 }
 
-std::unique_ptr<LinearOperator> make_ell(const CsrMatrix& a, const OperatorOptions&) { return std::make_unique<Ell>(a); }
+std::unique_ptr<LinearOperator> make_ell(const MatrixSetup& m, const OperatorOptions&) { return std::make_unique<Ell>(m); }
 
 }  // namespace spcg

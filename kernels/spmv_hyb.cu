@@ -10,8 +10,9 @@ namespace {
 
 class Hyb final : public SpmvOperator {
  public:
-  Hyb(const CsrMatrix& a) : SpmvOperator(a) {
+  Hyb(const MatrixSetup& m) : SpmvOperator(m) {
     const auto t0 = std::chrono::steady_clock::now();
+    const CsrMatrix& a = m.host();
     HybMatrix h = csr_to_hyb(a);
     info_.convert_ms = elapsed_ms(t0);
     info_.format = "hyb-ell" + std::to_string(h.ell.width) + "+coo" + std::to_string(h.coo.values.size());
@@ -38,6 +39,6 @@ class Hyb final : public SpmvOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_hyb(const CsrMatrix& a, const OperatorOptions&) { return std::make_unique<Hyb>(a); }
+std::unique_ptr<LinearOperator> make_hyb(const MatrixSetup& m, const OperatorOptions&) { return std::make_unique<Hyb>(m); }
 
 }  // namespace spcg

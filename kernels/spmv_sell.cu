@@ -9,6 +9,7 @@
 #include "device_formats.hpp"
 #include "device_utils.cuh"
 #include "kernel_factories.hpp"
+#include "setup_kernels.hpp"
 
 namespace spcg {
 namespace {
@@ -51,13 +52,20 @@ __global__ void __launch_bounds__(SellTuning::threads)
 
 class Sell final : public SpmvOperator {
  public:
-  Sell(const CsrMatrix& a, int sigma, std::string name) : SpmvOperator(a), name_(std::move(name)) {
+  Sell(const MatrixSetup& m, int sigma, std::string name) : SpmvOperator(m), name_(std::move(name)) {
     const auto t0 = std::chrono::steady_clock::now();
-    SellMatrix s = csr_to_sell(a, SellTuning::slice_height, sigma, SellTuning::max_fill);
-    info_.convert_ms = elapsed_ms(t0);
     info_.format = "sell-32-" + std::to_string(sigma);
-    permuted_ = !s.perm.empty();
-    sell_ = upload_sell(s, info_);
+    if (sigma == 1) {  // rows in order: built on the device from the shared CSR
+      sell_ = device_sell32(*m.device_csr(), SellTuning::max_fill);
+      info_.convert_ms = elapsed_ms(t0);
+      info_.device_bytes = static_cast<int64_t>(sell_.slice_ptr.bytes() + sell_.slice_width.bytes() +
+                                                sell_.col_idx.bytes() + sell_.values.bytes());
+    } else {  // rows sorted in windows: the host layout
+      SellMatrix s = csr_to_sell(m.host(), SellTuning::slice_height, sigma, SellTuning::max_fill);
+      info_.convert_ms = elapsed_ms(t0);
+      permuted_ = !s.perm.empty();
+      sell_ = upload_sell(s, info_);
+    }
   }
   std::string name() const override { return name_; }
   double bytes_per_apply(int k) const override {
@@ -93,11 +101,11 @@ class Sell final : public SpmvOperator {
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_sell(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<Sell>(a, 1, "sell");
+std::unique_ptr<LinearOperator> make_sell(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<Sell>(m, 1, "sell");
 }
-std::unique_ptr<LinearOperator> make_sell_sorted(const CsrMatrix& a, const OperatorOptions&) {
-  return std::make_unique<Sell>(a, SellTuning::sorted_sigma, "sell-sorted");
+std::unique_ptr<LinearOperator> make_sell_sorted(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<Sell>(m, SellTuning::sorted_sigma, "sell-sorted");
 }
 
 }  // namespace spcg

@@ -338,7 +338,38 @@ int block_grid(int64_t n, int k) {
   return grid_stride_blocks(n * k, block_threads(k), VectorTuning::blocks_per_sm / 2 + 1);
 }
 
+__global__ void fill_kernel(double value, double* __restrict__ y, size_t count) {
+  for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x)
+    y[i] = value;
+}
+
+// SplitMix64 is a counter: its (e+1)-th output is mix(seed + (e+1) * golden), so every entry is made on its own.
+__global__ void fill_splitmix_kernel(uint64_t seed, double* __restrict__ y, size_t count) {
+  for (size_t e = size_t{blockIdx.x} * blockDim.x + threadIdx.x; e < count; e += size_t{gridDim.x} * blockDim.x) {
+    uint64_t z = seed + (uint64_t{e} + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const double u = static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
+    y[e] = __dsub_rn(__dmul_rn(2.0, u), 1.0);  // the host's 2u - 1, unfused
+  }
+}
+
 }  // namespace
+
+void launch_fill(double value, double* y, size_t count, cudaStream_t s) {
+  if (count == 0) return;
+  fill_kernel<<<grid_stride_blocks(static_cast<int64_t>(count), VectorTuning::threads), VectorTuning::threads, 0, s>>>(
+      value, y, count);
+  CHECK_LAUNCH("fill");
+}
+
+void launch_fill_splitmix_uniform(uint64_t seed, double* y, size_t count, cudaStream_t s) {
+  if (count == 0) return;
+  fill_splitmix_kernel<<<grid_stride_blocks(static_cast<int64_t>(count), VectorTuning::threads), VectorTuning::threads,
+                         0, s>>>(seed, y, count);
+  CHECK_LAUNCH("fill random");
+}
 
 void launch_scale(double beta, double* y, size_t count, cudaStream_t s) {
   if (count == 0) return;

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in cmake ninja-build g++ libeigen3-dev libboost-program-options-dev libgtest-dev googletest zlib1g-dev ccache; do
+for p in cmake ninja-build g++ libeigen3-dev libboost-program-options-dev libgtest-dev googletest zlib1g-dev libdeflate-dev ccache; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -4,15 +4,17 @@
 #include <string>
 #include <vector>
 
+#include "host_memory.hpp"
+
 namespace spcg {
 
 // Compressed sparse row matrix: row i holds entries [row_ptr[i], row_ptr[i+1]) with sorted columns.
 struct CsrMatrix {
   int32_t rows = 0;
   int32_t cols = 0;
-  std::vector<int32_t> row_ptr{0};
-  std::vector<int32_t> col_idx;
-  std::vector<double> values;
+  HostVector<int32_t> row_ptr{0};
+  HostVector<int32_t> col_idx;
+  HostVector<double> values;
 
   int64_t nnz() const { return static_cast<int64_t>(col_idx.size()); }
   int32_t row_length(int32_t i) const { return row_ptr[i + 1] - row_ptr[i]; }
@@ -26,7 +28,7 @@ struct CsrMatrix {
 struct DenseBlock {
   int32_t rows = 0;
   int32_t cols = 0;
-  std::vector<double> data;
+  HostVector<double> data;
 
   DenseBlock() = default;
   DenseBlock(int32_t r, int32_t c, double fill = 0.0)

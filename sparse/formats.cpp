@@ -11,7 +11,9 @@ std::string fmt(double v) {
   std::snprintf(b, sizeof b, "%.2f", v);
   return b;
 }
-void check_fill(const char* format, double stored, int64_t nnz, double max_fill) {
+}  // namespace
+
+void check_format_fill(const char* format, double stored, int64_t nnz, double max_fill) {
   const double fill = nnz ? stored / double(nnz) : (stored > 0 ? 1e30 : 1.0);
   if (fill > max_fill)
     throw FormatRefused(std::string(format) + " refused: storage would be " + fmt(fill) + "x the nonzeros (limit " +
@@ -19,12 +21,12 @@ void check_fill(const char* format, double stored, int64_t nnz, double max_fill)
   if (stored > double(std::numeric_limits<int32_t>::max()) * 4)
     throw FormatRefused(std::string(format) + " refused: padded storage too large");
 }
-}  // namespace
 
 CooMatrix csr_to_coo(const CsrMatrix& a) {
   CooMatrix c;
   c.rows = a.rows, c.cols = a.cols;
-  c.col_idx = a.col_idx, c.values = a.values;
+  c.col_idx.assign(a.col_idx.begin(), a.col_idx.end());
+  c.values.assign(a.values.begin(), a.values.end());
   c.row_idx.resize(a.col_idx.size());
   for (int32_t i = 0; i < a.rows; ++i)
     std::fill(c.row_idx.begin() + a.row_ptr[i], c.row_idx.begin() + a.row_ptr[i + 1], i);
@@ -37,7 +39,7 @@ EllMatrix csr_to_ell(const CsrMatrix& a, double max_fill) {
   EllMatrix e;
   e.rows = a.rows, e.cols = a.cols;
   for (int32_t i = 0; i < a.rows; ++i) e.width = std::max(e.width, a.row_length(i));
-  check_fill("ell", double(a.rows) * e.width, a.nnz(), max_fill);
+  check_format_fill("ell", double(a.rows) * e.width, a.nnz(), max_fill);
   const size_t total = static_cast<size_t>(a.rows) * e.width;
   e.col_idx.assign(total, 0);
   e.values.assign(total, 0.0);
@@ -93,7 +95,7 @@ SellMatrix csr_to_sell(const CsrMatrix& a, int32_t slice_height, int32_t sigma, 
     s.slice_width[sl] = w;
     s.slice_ptr[sl + 1] = s.slice_ptr[sl] + int64_t{w} * slice_height;
   }
-  check_fill("sell", double(s.slice_ptr[slices]), a.nnz(), max_fill);
+  check_format_fill("sell", double(s.slice_ptr[slices]), a.nnz(), max_fill);
   s.col_idx.assign(s.slice_ptr[slices], 0);
   s.values.assign(s.slice_ptr[slices], 0.0);
   s.row_length.assign(static_cast<size_t>(slices * slice_height), 0);
@@ -139,7 +141,7 @@ DiaMatrix csr_to_dia(const CsrMatrix& a, double max_fill) {
     for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) seen[static_cast<size_t>(int64_t{a.col_idx[p]} - i + a.rows)] = 1;
   for (size_t o = 0; o < seen.size(); ++o)
     if (seen[o]) d.offsets.push_back(static_cast<int32_t>(int64_t(o) - a.rows));
-  check_fill("dia", double(a.rows) * double(d.offsets.size()), a.nnz(), max_fill);
+  check_format_fill("dia", double(a.rows) * double(d.offsets.size()), a.nnz(), max_fill);
   std::vector<int32_t> slot(seen.size(), -1);
   for (size_t k = 0; k < d.offsets.size(); ++k) slot[static_cast<size_t>(int64_t{d.offsets[k]} + a.rows)] = static_cast<int32_t>(k);
   d.values.assign(static_cast<size_t>(a.rows) * d.offsets.size(), 0.0);
@@ -217,7 +219,7 @@ SymmetricCsr csr_to_symmetric(const CsrMatrix& a) {
     mirror_ptr[i + 1] += mirror_ptr[i];
     s.upper.row_ptr[i + 1] += s.upper.row_ptr[i];
   }
-  if (mirror_ptr != s.upper.row_ptr)
+  if (!std::equal(mirror_ptr.begin(), mirror_ptr.end(), s.upper.row_ptr.begin(), s.upper.row_ptr.end()))
     throw FormatRefused("symmetric CSR refused: the sparsity pattern is not symmetric");
   std::vector<int32_t> mirror_col(static_cast<size_t>(mirror_ptr.back())), fill(mirror_ptr.begin(), mirror_ptr.end() - 1);
   std::vector<double> mirror_val(mirror_col.size());

@@ -15,6 +15,10 @@ class FormatRefused : public Error {
   using Error::Error;
 };
 
+// Throws FormatRefused when `stored` slots for nnz entries exceed max_fill times the nonzeros (or the padded
+// storage cannot be indexed): the one fill rule of every padded layout, host or device built.
+void check_format_fill(const char* format, double stored, int64_t nnz, double max_fill);
+
 struct CooMatrix {
   int32_t rows = 0, cols = 0;
   std::vector<int32_t> row_idx, col_idx;  // sorted by row, then column

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -122,4 +123,52 @@ TEST(Cli, NoGpuSaysSoInOneLine) {
   expect("solve --generate poisson2d:4", 0, "No CUDA device");
   expect("solve --backend gpu --generate poisson2d:4", 1, "--backend gpu: no");
   expect("bench spmv", 1, "benchmarks need a CUDA device");
+}
+
+TEST(Cli, GenerateWritesAFileTheReaderTakesBack) {
+  const std::string path = tmp("gen.mtx");
+  expect("generate poisson3d:6 --output " + path, 0, "216 x 216");
+  const Outcome o = run("info " + path + " --format json --threads 3");
+  ASSERT_EQ(o.code, 0) << o.output;
+  // (a small file is read on one thread whatever --threads says: threads cost more than they save there)
+  for (const char* key : {"\"rows\":216", "\"nnz\":1296", "\"symmetric\":true", "\"reader\":", "\"threads\":1"})
+    EXPECT_NE(o.output.find(key), std::string::npos) << key << "\n" << o.output;
+  expect("generate poisson3d:6", 2, "missing --output");
+  expect("generate bogus:6 --output " + path, 2, "not a generator spec");
+  expect("generate poisson3d:6 --values hex --output " + path, 2, "--values must be");
+  expect("generate poisson3d:6 --output /nonexistent/dir/x.mtx", 1, "cannot open for writing");
+}
+
+TEST(Cli, SolveReportsStartAndWallTime) {
+  const Outcome o = run("solve --backend host --generate poisson2d:8");
+  ASSERT_EQ(o.code, 0) << o.output;
+  for (const char* phase : {"start (CUDA, overlapped)", "read", "statistics", "solve", "wall (process)"})
+    EXPECT_NE(o.output.find(phase), std::string::npos) << phase << "\n" << o.output;
+}
+
+// cuSPARSE and cuBLAS are opened only when a baseline or block CG past 32 columns calls them
+// (kernels/cuda_libraries.cpp): linked, they cost every process 0.37 s and 255 MB on the development machine.
+TEST(Cli, BinaryDoesNotLinkCusparseOrCublas) {
+  const std::string cmd = "readelf -d " + spcg::test::spcg_binary() + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
+  if (out.find("NEEDED") == std::string::npos) GTEST_SKIP() << "readelf not available: " << out;
+  EXPECT_EQ(out.find("libcusparse"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libcublas"), std::string::npos) << out;
+}
+
+// A header that needs more host memory than the machine has is refused at once (the 62-byte file of #22).
+TEST(Cli, HugeHeaderIsRefusedWithTheBytesNeeded) {
+  const std::string path = tmp("huge.mtx", "%%MatrixMarket matrix coordinate real general\n2000000000 2000000000 1\n1 1 1\n");
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  while (meminfo >> key >> kb && key != "MemAvailable:") meminfo.ignore(256, '\n');
+  if (kb * 1024 > (uint64_t{52} << 30)) GTEST_SKIP() << "this machine has the 52 GB that file needs";
+  const auto t0 = std::chrono::steady_clock::now();
+  expect("info " + path, 1, "huge.mtx:2: a 2000000000 x 2000000000 matrix with 1 entries needs about");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
 }

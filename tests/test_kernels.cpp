@@ -15,7 +15,11 @@
 #include "generators.hpp"
 #include "kernel_timer.hpp"
 #include "matrix_market.hpp"
+#include "cuda_libraries.hpp"
+#include "matrix_setup.hpp"
 #include "registry.hpp"
+#include "setup_kernels.hpp"
+#include "stats.hpp"
 #include "test_util.hpp"
 
 using namespace spcg;
@@ -208,6 +212,151 @@ std::string param_name(const ::testing::TestParamInfo<KernelVsEigen::ParamType>&
 INSTANTIATE_TEST_SUITE_P(Registry, KernelVsEigen,
                          ::testing::Combine(::testing::ValuesIn(all_kernels()), ::testing::ValuesIn(matrix_names())),
                          param_name);
+
+// Setup on the device (statistics, DIA, SELL-32, ELL from the device CSR) equals the host's, bit for bit, on
+// every test matrix: the edge cases (0x0, 1x1, empty rows, a dense row, rectangular, no entries), power-law,
+// banded and the real files.
+class DeviceSetupVsHost : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { SPCG_REQUIRE_GPU(); }
+  void TearDown() override {
+    std::string why;
+    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
+void expect_same_stats(const MatrixStats& d, const MatrixStats& h, const std::string& what) {
+  EXPECT_EQ(d.rows, h.rows) << what;
+  EXPECT_EQ(d.cols, h.cols) << what;
+  EXPECT_EQ(d.nnz, h.nnz) << what;
+  EXPECT_EQ(d.row_min, h.row_min) << what;
+  EXPECT_EQ(d.row_max, h.row_max) << what;
+  EXPECT_EQ(d.row_mean, h.row_mean) << what;
+  EXPECT_EQ(d.row_stddev, h.row_stddev) << what;
+  ASSERT_EQ(d.histogram.size(), h.histogram.size()) << what;
+  for (size_t b = 0; b < d.histogram.size(); ++b) {
+    EXPECT_EQ(d.histogram[b].lo, h.histogram[b].lo) << what << " bucket " << b;
+    EXPECT_EQ(d.histogram[b].rows, h.histogram[b].rows) << what << " bucket " << b;
+  }
+  EXPECT_EQ(d.empty_rows, h.empty_rows) << what;
+  EXPECT_EQ(d.bandwidth, h.bandwidth) << what;
+  EXPECT_EQ(d.distinct_diagonals, h.distinct_diagonals) << what;
+  EXPECT_EQ(d.pattern_symmetric, h.pattern_symmetric) << what;
+  EXPECT_EQ(d.numerically_symmetric, h.numerically_symmetric) << what;
+  EXPECT_EQ(d.max_asymmetry, h.max_asymmetry) << what;
+  EXPECT_EQ(d.missing_diagonal, h.missing_diagonal) << what;
+  EXPECT_EQ(d.nonpositive_diagonal, h.nonpositive_diagonal) << what;
+  EXPECT_EQ(d.first_nonpositive_row, h.first_nonpositive_row) << what;
+  EXPECT_EQ(d.first_nonpositive_value, h.first_nonpositive_value) << what;
+  EXPECT_EQ(d.diagonal_positive, h.diagonal_positive) << what;
+  EXPECT_EQ(d.diagonally_dominant_rows, h.diagonally_dominant_rows) << what;
+  EXPECT_EQ(d.strictly_dominant_rows, h.strictly_dominant_rows) << what;
+  EXPECT_EQ(d.explicit_zeros, h.explicit_zeros) << what;
+  EXPECT_EQ(d.non_finite_values, h.non_finite_values) << what;
+  EXPECT_EQ(d.ell_fill, h.ell_fill) << what;
+  EXPECT_EQ(d.dia_fill, h.dia_fill) << what;
+  EXPECT_EQ(d.max_abs_value, h.max_abs_value) << what;
+}
+
+TEST_P(DeviceSetupVsHost, StatisticsAndLayoutsEqualTheHostOnes) {
+  const CsrMatrix a = make_matrix(GetParam());
+  const MatrixSetup setup(a, 3);
+  expect_same_stats(setup.stats(), compute_stats(a, 3), GetParam());
+  // The statistics of a matrix with a planted negative diagonal, a missing one and an asymmetric pair too.
+  if (a.rows >= 3 && a.rows == a.cols && a.nnz() > 0) {
+    CsrMatrix b = a;
+    for (int32_t p = b.row_ptr[1]; p < b.row_ptr[2]; ++p) b.values[p] = -std::abs(b.values[p]) - 1;
+    b.values[b.row_ptr[b.rows] - 1] *= 1.5;
+    const MatrixSetup planted(b);
+    expect_same_stats(planted.stats(), compute_stats(b), GetParam() + " (planted)");
+  }
+  // DIA: csr_to_dia (and its upper half when the diagonals mirror), or both refuse.
+  constexpr double kFill = 64;
+  DiaMatrix host_dia;
+  bool host_refused = false;
+  try {
+    host_dia = csr_to_dia(a, kFill);
+  } catch (const FormatRefused&) {
+    host_refused = true;
+  }
+  for (const bool allow_symmetric : {false, true})
+    for (const int stride_multiple : {1, 2}) {
+      std::shared_ptr<const DeviceDia> dev;
+      try {
+        dev = setup.dia("test", kFill, 1 << 30, allow_symmetric, stride_multiple);
+      } catch (const FormatRefused&) {
+        EXPECT_TRUE(host_refused) << GetParam() << ": device DIA refused, host did not";
+        continue;
+      }
+      ASSERT_FALSE(host_refused) << GetParam() << ": host DIA refused, device did not";
+      const bool symmetric = allow_symmetric && dia_is_symmetric(host_dia);
+      const DiaMatrix want = symmetric ? dia_upper_half(host_dia) : host_dia;
+      EXPECT_EQ(dev->symmetric, symmetric) << GetParam();
+      ASSERT_EQ(dev->diagonals, static_cast<int>(want.offsets.size())) << GetParam();
+      EXPECT_EQ(dev->offsets.download(), want.offsets) << GetParam();
+      EXPECT_EQ(dev->stride, (int64_t{a.rows} + stride_multiple - 1) / stride_multiple * stride_multiple);
+      const std::vector<double> got = dev->values.download();
+      for (int d = 0; d < dev->diagonals; ++d)
+        for (int64_t i = 0; i < dev->stride; ++i) {
+          const double expected = i < a.rows ? want.values[static_cast<size_t>(d) * a.rows + i] : 0.0;
+          ASSERT_EQ(got[static_cast<size_t>(d * dev->stride + i)], expected) << GetParam() << " diagonal " << d << " row " << i;
+        }
+    }
+  // SELL-32-1 and ELL: csr_to_sell / csr_to_ell, or both refuse.
+  SellMatrix host_sell;
+  host_refused = false;
+  try {
+    host_sell = csr_to_sell(a, 32, 1, kFill);
+  } catch (const FormatRefused&) {
+    host_refused = true;
+  }
+  try {
+    const DeviceSell sell = device_sell32(*setup.device_csr(), kFill);
+    ASSERT_FALSE(host_refused) << GetParam();
+    EXPECT_EQ(sell.stored, host_sell.stored());
+    EXPECT_EQ(sell.slice_ptr.download(), host_sell.slice_ptr);
+    if (!host_sell.slice_width.empty()) EXPECT_EQ(sell.slice_width.download(), host_sell.slice_width);
+    EXPECT_EQ(sell.col_idx.download(), host_sell.col_idx);
+    EXPECT_EQ(sell.values.download(), host_sell.values);
+  } catch (const FormatRefused&) {
+    EXPECT_TRUE(host_refused) << GetParam();
+  }
+  const MatrixStats& st = setup.stats();
+  if (a.rows > 0 && double(a.rows) * st.row_max <= kFill * double(std::max<int64_t>(a.nnz(), 1))) {
+    const EllMatrix host_ell = csr_to_ell(a, 1e30);
+    const DeviceEll ell = device_ell(*setup.device_csr(), st.row_max);
+    EXPECT_EQ(ell.width, host_ell.width);
+    EXPECT_EQ(ell.col_idx.download(), host_ell.col_idx);
+    EXPECT_EQ(ell.values.download(), host_ell.values);
+  }
+}
+
+std::string matrix_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Setup, DeviceSetupVsHost, ::testing::ValuesIn(matrix_names()), matrix_param_name);
+
+// One device CSR for every operator built from one MatrixSetup (the upload is the setup's largest cost).
+TEST(DeviceSetup, OperatorsShareOneUploadAndOneDia) {
+  SPCG_REQUIRE_GPU();
+  const CsrMatrix a = poisson3d_7pt(20);
+  const MatrixSetup setup(a);
+  auto csr_vector = make_operator("csr-vector", setup), spmm_cwm = make_operator("spmm-cwm", setup);
+  auto dia = make_operator("dia", setup), again = make_operator("dia", setup);
+  EXPECT_EQ(setup.device_csr().use_count(), 3);  // the setup's own and the two CSR operators'
+  const SetupTimes before = setup.times();
+  auto spmm_dia = make_operator("spmm-dia", setup), spmm_dia_runs = make_operator("spmm-dia-runs", setup);
+  // 8000 rows (even): spmm-dia-runs' stride of 2 is the row count, the same layout as spmm-dia's
+  EXPECT_EQ(setup.times().upload_ms, before.upload_ms);
+  EXPECT_EQ(setup.device_csr().use_count(), 3);
+  auto baseline = make_operator("cusparse-alg1", setup);  // opens cuSPARSE if no earlier test did
+  EXPECT_TRUE(cusparse_is_loaded());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
 
 }  // namespace
 

@@ -1,12 +1,15 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "error.hpp"
+#include "generators.hpp"
 #include "matrix_market.hpp"
 #include "stats.hpp"
 #include "test_util.hpp"
@@ -118,6 +121,24 @@ class MatrixMarketMalformed : public ::testing::TestWithParam<Malformed> {};
 
 TEST_P(MatrixMarketMalformed, ClearErrorWithLine) { expect_error(GetParam().text, GetParam().fragment, GetParam().line); }
 
+// The same message and line on every thread count and with chunk boundaries anywhere (a chunk that fails is
+// replayed serially from its true first line).
+TEST_P(MatrixMarketMalformed, SameErrorOnEveryThreadCount) {
+  for (int threads : {1, 2, 3, 7})
+    for (size_t chunk : {size_t{1}, size_t{5}, size_t{17}, size_t{0}}) {
+      ReadOptions o;
+      o.threads = threads, o.chunk_bytes = chunk;
+      try {
+        parse_matrix_market(GetParam().text, "test.mtx", o);
+        ADD_FAILURE() << "accepted with " << threads << " threads, chunks of " << chunk;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(GetParam().fragment), std::string::npos)
+            << e.what() << " (" << threads << " threads, chunks of " << chunk << ")";
+        EXPECT_EQ(e.line(), GetParam().line) << e.what() << " (" << threads << " threads, chunks of " << chunk << ")";
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Reader, MatrixMarketMalformed,
     ::testing::Values(
@@ -134,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"NonNumericSize", "%%MatrixMarket matrix coordinate real general\n3 x 1\n", "non-numeric column count", 2},
         Malformed{"NegativeSize", "%%MatrixMarket matrix coordinate real general\n-3 3 1\n", "negative size", 2},
         Malformed{"HugeDimension", "%%MatrixMarket matrix coordinate real general\n3000000000 3 1\n1 1 1\n", "does not fit in int32", 2},
-        Malformed{"AbsurdEntries", "%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n", "more than a 2 x 2 matrix can hold", 2},
+        // Duplicates are legal, so more entries than positions is not wrong by itself; too few bytes for them is.
+        Malformed{"AbsurdEntries", "%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n", "only 6 bytes follow the size line", 2},
         Malformed{"EntriesBeyondFileSize", "%%MatrixMarket matrix coordinate real general\n100000 100000 99999\n1 1 1\n", "bytes follow the size line", 2},
         Malformed{"NnzOverInt32", "%%MatrixMarket matrix coordinate real general\n2000000000 2000000000 3000000000\n", "does not fit in int32", 2},
         Malformed{"FewerEntries", "%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1\n2 2 1\n\n\n\n\n\n\n", "file ends after 2 of 3", 10},
@@ -268,4 +290,199 @@ TEST(SharedMatrices, ReadmeCountsForKnownFiles) {
     EXPECT_EQ(f.matrix.rows, k.rows) << k.file;
     EXPECT_EQ(f.info.declared_entries, k.stored) << k.file;
   }
+}
+
+// ---- The parallel reader ----
+
+namespace {
+
+void expect_same_csr(const MatrixFile& got, const MatrixFile& want, const std::string& what) {
+  ASSERT_EQ(got.matrix.rows, want.matrix.rows) << what;
+  ASSERT_EQ(got.matrix.cols, want.matrix.cols) << what;
+  EXPECT_TRUE(std::equal(got.matrix.row_ptr.begin(), got.matrix.row_ptr.end(), want.matrix.row_ptr.begin(),
+                         want.matrix.row_ptr.end())) << what;
+  EXPECT_TRUE(std::equal(got.matrix.col_idx.begin(), got.matrix.col_idx.end(), want.matrix.col_idx.begin(),
+                         want.matrix.col_idx.end())) << what;
+  ASSERT_EQ(got.matrix.values.size(), want.matrix.values.size()) << what;
+  for (size_t p = 0; p < got.matrix.values.size(); ++p)  // bitwise: -0.0 and 0.0 differ
+    ASSERT_EQ(std::memcmp(&got.matrix.values[p], &want.matrix.values[p], sizeof(double)), 0) << what << " entry " << p;
+  EXPECT_EQ(got.info.duplicates_summed, want.info.duplicates_summed) << what;
+  EXPECT_EQ(got.info.explicit_zeros, want.info.explicit_zeros) << what;
+  EXPECT_EQ(got.info.comments, want.info.comments) << what;
+}
+
+// A one-thread read of `text` against 2, 3 and 7 threads with chunks cut every few bytes (boundaries inside
+// comments, numbers, CRLF pairs, blank lines) and the automatic cut.
+void expect_thread_invariant(const std::string& text, const std::string& what) {
+  ReadOptions one;
+  one.threads = 1;
+  const MatrixFile want = parse_matrix_market(text, "t.mtx", one);
+  want.matrix.validate(what);
+  for (int threads : {1, 2, 3, 7})
+    for (size_t chunk : {size_t{1}, size_t{3}, size_t{8}, size_t{64}, size_t{0}}) {
+      ReadOptions o;
+      o.threads = threads, o.chunk_bytes = chunk;
+      expect_same_csr(parse_matrix_market(text, "t.mtx", o), want,
+                      what + " (" + std::to_string(threads) + " threads, chunks of " + std::to_string(chunk) + ")");
+    }
+}
+
+std::string random_entries_text(const char* field, const char* symmetry, int n, int entries, uint64_t seed,
+                                 bool crlf, bool final_newline) {
+  SplitMix64 rng(seed);
+  const char* nl = crlf ? "\r\n" : "\n";
+  std::string t = std::string("%%MatrixMarket matrix coordinate ") + field + " " + symmetry + nl + "% a comment" + nl +
+                  "%" + nl + std::to_string(n) + " " + std::to_string(n) + " " + std::to_string(entries) + nl;
+  const double specials[] = {1.7976931348623157e308, -2.2250738585072014e-308, 4.9406564584124654e-324, -0.0, 0.0,
+                             0.1, 1e22, 1e23, 9007199254740993.0, 123456789012345678.0};
+  for (int e = 0; e < entries; ++e) {
+    int i = 1 + static_cast<int>(rng.next() % n), j = 1 + static_cast<int>(rng.next() % n);
+    if (std::string(symmetry) != "general" && j > i) std::swap(i, j);
+    if (std::string(symmetry) == "skew-symmetric" && i == j) i = i % n + 1, j = i - 1 == 0 ? 0 : 1, i = std::max(i, 2), j = 1;
+    if (e % 97 == 5) t += nl;                           // blank line
+    if (e % 89 == 7) t += std::string("% between entries") + nl;  // comment between entries
+    t += std::to_string(i) + (e % 5 == 0 ? "\t" : " ") + std::to_string(j);
+    char v[64];
+    if (std::string(field) == "real") {
+      const double x = e % 11 == 0 ? specials[e % 10] : (2 * rng.uniform() - 1) * std::pow(10.0, static_cast<int>(rng.next() % 20) - 10);
+      const int style = e % 4;
+      std::snprintf(v, sizeof v, style == 0 ? " %.17g" : style == 1 ? " %.16e" : style == 2 ? " %g" : " %.3f", x);
+      t += v;
+    } else if (std::string(field) == "integer") {
+      t += " " + std::to_string(static_cast<int64_t>(rng.next() % 2001) - 1000);
+    }
+    if (e + 1 < entries || final_newline) t += nl;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(ParallelReader, SameCsrOnEveryThreadCountForGeneratedTexts) {
+  int cases = 0;
+  for (const char* field : {"real", "integer", "pattern"})
+    for (const char* symmetry : {"general", "symmetric", "skew-symmetric"})
+      for (bool crlf : {false, true})
+        for (bool final_newline : {true, false}) {
+          // 60 x 60 with 400 entries: duplicates certain (summed in file order), some rows empty
+          const std::string text = random_entries_text(field, symmetry, 60, 400, ++cases, crlf, final_newline);
+          expect_thread_invariant(text, std::string(field) + " " + symmetry + (crlf ? " crlf" : "") +
+                                            (final_newline ? "" : " no final newline"));
+        }
+}
+
+TEST(ParallelReader, SameCsrOnEveryThreadCountForTheInputsAndSharedFiles) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(spcg::test::source_dir() + "/inputs"))
+    if (e.path().extension() == ".mtx") files.push_back(e.path().string());
+  if (spcg::test::have_matrix_dir())
+    for (const char* f : {"spd/bcsstk01.mtx", "spd/plat1919.mtx.gz", "odd/nasa2910_pattern.mtx"})
+      files.push_back(spcg::test::matrix_dir() + "/" + f);
+  ASSERT_GE(files.size(), 5u);
+  for (const std::string& f : files) {
+    ReadOptions one;
+    one.threads = 1;
+    const MatrixFile want = read_matrix_market(f, one);
+    for (int threads : {2, 3, 7}) {
+      ReadOptions o;
+      o.threads = threads, o.chunk_bytes = 4096;
+      expect_same_csr(read_matrix_market(f, o), want, f + " (" + std::to_string(threads) + " threads)");
+    }
+    expect_thread_invariant(load_file_text(f), f);
+  }
+}
+
+// The reader's own decimal path (short and integer-valued numbers) and std::from_chars give strtod's double.
+TEST(ParallelReader, ValuesAreStrtodsBitForBit) {
+  SplitMix64 rng(2026);
+  std::string text = "%%MatrixMarket matrix coordinate real general\n1 1 4000\n";
+  std::vector<std::string> literals;
+  const char* fixed[] = {"6", "-1", "0", "-0", "0.0", "-0.0", "6.0000000000000000e+00", "-1.0000000000000000e+00",
+                         "9007199254740992", "9007199254740993", "1e22", "1e23", "123456789012345678", "0.1", "1.5e-300",
+                         "4.9406564584124654e-324", "1.7976931348623157e+308", "2.2250738585072014e-308", ".5", "5.",
+                         "00012.500", "1E5", "3e+0000", "1e-22", "2.5e-23", "0.000000000000000000000000001"};
+  for (const char* f : fixed) literals.push_back(f);
+  char buf[64];
+  while (literals.size() < 4000) {
+    const double x = (2 * rng.uniform() - 1) * std::pow(10.0, static_cast<int>(rng.next() % 40) - 20);
+    const int digits = 1 + static_cast<int>(rng.next() % 17);
+    std::snprintf(buf, sizeof buf, rng.next() % 2 ? "%.*e" : "%.*g", digits, x);
+    literals.push_back(buf);
+  }
+  for (const auto& l : literals) text += "1 1 " + l + "\n";
+  // Duplicates are summed: read each as its own matrix instead.
+  for (const auto& l : literals) {
+    const MatrixFile f = parse_matrix_market("%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 " + l + "\n", "v.mtx");
+    const double want = std::strtod(l.c_str(), nullptr);
+    ASSERT_EQ(f.matrix.values.size(), 1u);
+    EXPECT_EQ(std::memcmp(&f.matrix.values[0], &want, sizeof want), 0) << l;
+  }
+}
+
+TEST(ParallelReader, DuplicatesBeyondRowsTimesColsAreSummed) {
+  const MatrixFile f = parse_matrix_market(
+      "%%MatrixMarket matrix coordinate real general\n2 2 6\n1 1 1\n1 1 2\n1 1 3\n2 2 4\n2 2 5\n1 2 6\n", "d.mtx");
+  ASSERT_EQ(f.matrix.nnz(), 3);
+  EXPECT_EQ(f.info.duplicates_summed, 3);
+  EXPECT_EQ(f.matrix.values[0], 6.0);
+  EXPECT_EQ(f.matrix.values[2], 9.0);
+}
+
+TEST(ParallelReader, HeaderNeedingMoreMemoryThanAvailableIsRefusedAtOnce) {
+  // The 62-byte file of issue #22: 2e9 x 2e9 and one entry (about 52 GB of row arrays before any entry).
+  const std::string text = "%%MatrixMarket matrix coordinate real general\n2000000000 2000000000 1\n1 1 1\n";
+  ReadOptions o;
+  o.memory_available = uint64_t{16} << 30;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    parse_matrix_market(text, "huge.mtx", o);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_NE(std::string(e.what()).find("needs about"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("17.18 GB available"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  EXPECT_GT(host_bytes_for_matrix(2000000000, 2000000000, 1, false), uint64_t{40} << 30);
+}
+
+TEST(ParallelReader, WriterSymmetricLowerTriangleRoundTrips) {
+  const CsrMatrix a = poisson3d_7pt(7);
+  const std::string path = tmp_path("lower.mtx");
+  for (const ValueFormat v : {ValueFormat::g17, ValueFormat::e16}) {
+    WriteOptions w;
+    w.storage = MatrixStorage::symmetric_lower, w.values = v, w.threads = 3;
+    write_matrix_market(path, a, {" lower"}, w);
+    const MatrixFile f = read_matrix_market(path);
+    EXPECT_EQ(f.info.symmetry, "symmetric");
+    EXPECT_EQ(f.info.declared_entries, (a.nnz() + a.rows) / 2);
+    EXPECT_TRUE(std::equal(f.matrix.values.begin(), f.matrix.values.end(), a.values.begin(), a.values.end()));
+    EXPECT_TRUE(std::equal(f.matrix.col_idx.begin(), f.matrix.col_idx.end(), a.col_idx.begin(), a.col_idx.end()));
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ParallelReader, MultiMemberGzipIsReadWhole) {
+  const std::string a = "%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1\n", b = "2 2 2\n3 3 3\n";
+  const std::string path = tmp_path("two_members.mtx.gz");
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (const std::string* part : {&a, &b}) {
+      uLongf cap = compressBound(static_cast<uLong>(part->size())) + 64;
+      std::vector<unsigned char> buf(cap);
+      z_stream zs{};
+      ASSERT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);  // a gzip member
+      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(part->data()));
+      zs.avail_in = static_cast<uInt>(part->size());
+      zs.next_out = buf.data();
+      zs.avail_out = static_cast<uInt>(cap);
+      ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+      out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(zs.total_out));
+      deflateEnd(&zs);
+    }
+  }
+  const MatrixFile f = read_matrix_market(path);
+  EXPECT_EQ(f.matrix.nnz(), 3);
+  EXPECT_EQ(f.info.read.access, gzip_inflater());
+  std::filesystem::remove(path);
 }

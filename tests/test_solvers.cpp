@@ -39,14 +39,14 @@ class GpuSolver : public ::testing::Test {
     auto op = make_operator(kernel, a, oo);
     DeviceBlock B(b.rows, b.cols), X(b.rows, b.cols);
     B.values.upload(b.data);
-    X.values.upload(x0 ? x0->data : std::vector<double>(b.data.size(), 0.0));
+    X.values.upload(x0 ? x0->data : HostVector<double>(b.data.size(), 0.0));
     std::vector<double> dinv_h = jacobi ? jacobi_inverse_diagonal(a) : std::vector<double>{};
     DeviceArray<double> dinv(dinv_h);
     o.precond = jacobi ? "jacobi" : "none";
     Run r;
     r.result = solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
     r.x = DenseBlock(b.rows, b.cols);
-    r.x.data = X.values.download();
+    r.x.data = X.values.download<HostVector<double>>();
     return r;
   }
 };

@@ -1,0 +1,65 @@
+#include "matrix_setup.hpp"
+
+#include <chrono>
+
+#include "formats.hpp"
+#include "setup_kernels.hpp"
+
+namespace spcg {
+
+std::shared_ptr<const DeviceCsr> shared_csr(const MatrixSetup& m, SetupInfo& info) {
+  const std::shared_ptr<const DeviceCsr>& c = m.device_csr();
+  info.format = "csr";
+  info.device_bytes += static_cast<int64_t>(c->row_ptr.bytes() + c->col_idx.bytes() + c->values.bytes());
+  return c;
+}
+
+std::string dia_format(const DeviceDia& d, int64_t all_diagonals) {
+  return d.symmetric ? "dia-sym-" + std::to_string(d.diagonals) + "of" + std::to_string(all_diagonals)
+                     : "dia-" + std::to_string(d.diagonals);
+}
+
+MatrixSetup::MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed)
+    : host_(host), duplicates_summed_(duplicates_summed) {}
+
+const std::shared_ptr<const DeviceCsr>& MatrixSetup::device_csr() const {
+  if (!device_) {
+    SetupInfo info;
+    device_ = std::make_shared<const DeviceCsr>(upload_csr(host_, info));
+    times_.upload_ms += info.upload_ms;
+  }
+  return device_;
+}
+
+const MatrixStats& MatrixSetup::stats() const {
+  if (!stats_) {
+    const DeviceCsr& a = *device_csr();
+    const auto t0 = std::chrono::steady_clock::now();
+    const StatsTotals totals = device_stats_totals(a, diagonal_seen_);
+    stats_ = std::make_unique<MatrixStats>(finish_stats(totals, a.rows, a.cols, a.nnz, duplicates_summed_));
+    times_.statistics_ms += elapsed_ms(t0);
+  }
+  return *stats_;
+}
+
+std::shared_ptr<const DeviceDia> MatrixSetup::dia(const std::string& kernel, double max_fill, int max_diagonals,
+                                                  bool allow_symmetric, int stride_multiple) const {
+  const MatrixStats& st = stats();
+  const double stored = double(st.rows) * double(st.distinct_diagonals);
+  // csr_to_dia's refusal first (the fill), then the kernel's diagonal limit, with the host build's messages.
+  check_format_fill("dia", stored, st.nnz, max_fill);
+  if (st.distinct_diagonals > max_diagonals)
+    throw FormatRefused(kernel + " refused: " + std::to_string(st.distinct_diagonals) + " diagonals (limit " +
+                        std::to_string(max_diagonals) + ")");
+  const int64_t stride = (int64_t{st.rows} + stride_multiple - 1) / stride_multiple * stride_multiple;
+  auto& slot = dia_[{allow_symmetric, stride}];
+  if (!slot) {
+    const auto t0 = std::chrono::steady_clock::now();
+    slot = std::make_shared<const DeviceDia>(
+        device_dia(*device_csr(), diagonal_seen_, st.distinct_diagonals, allow_symmetric, stride_multiple));
+    times_.conversion_ms += elapsed_ms(t0);
+  }
+  return slot;
+}
+
+}  // namespace spcg

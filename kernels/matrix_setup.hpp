@@ -1,0 +1,59 @@
+#pragma once
+// A matrix on its way to operators; the registry's factories take one. It holds the host CSR, the device CSR
+// (uploaded once and shared by every operator built from it), the statistics (computed on the device) and
+// the device layouts that several kernels share (DIA). Each is made on first use, timed and kept, so auto's
+// candidates, the SpMM kernels of block CG and the persistent CG's CSR view cost one upload and one pass.
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "device_formats.hpp"
+#include "stats.hpp"
+
+namespace spcg {
+
+// What the setup spent, by phase (the report's upload / statistics / conversion lines).
+struct SetupTimes {
+  double upload_ms = 0;      // host -> device CSR
+  double statistics_ms = 0;  // device statistics
+  double conversion_ms = 0;  // device layouts built here (DIA)
+};
+
+class MatrixSetup;
+// The shared device CSR of m, for an operator that reads plain CSR: records the format and the bytes in info.
+std::shared_ptr<const DeviceCsr> shared_csr(const MatrixSetup& m, SetupInfo& info);
+// DIA's format name in reports: dia-N, or dia-sym-KofN when only the upper half of N diagonals is stored.
+std::string dia_format(const DeviceDia& d, int64_t all_diagonals);
+
+class MatrixSetup {
+ public:
+  // From a host CSR, held by reference (it must outlive the setup, not the operators built from it).
+  // Implicit on purpose: a factory given a plain CsrMatrix builds from a setup of its own.
+  MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed = 0);  // NOLINT(google-explicit-constructor)
+  MatrixSetup(const MatrixSetup&) = delete;
+  MatrixSetup& operator=(const MatrixSetup&) = delete;
+
+  int32_t rows() const { return host_.rows; }
+  int32_t cols() const { return host_.cols; }
+  int64_t nnz() const { return host_.nnz(); }
+  const CsrMatrix& host() const { return host_; }
+  const std::shared_ptr<const DeviceCsr>& device_csr() const;
+  const MatrixStats& stats() const;
+  // The DIA layout (shared by the DIA kernels that ask for the same storage), built on the device. Throws
+  // FormatRefused, naming `kernel`, past max_fill stored slots per nonzero or max_diagonals diagonals.
+  std::shared_ptr<const DeviceDia> dia(const std::string& kernel, double max_fill, int max_diagonals,
+                                       bool allow_symmetric, int stride_multiple = 1) const;
+  const SetupTimes& times() const { return times_; }
+
+ private:
+  const CsrMatrix& host_;
+  int64_t duplicates_summed_;
+  mutable std::shared_ptr<const DeviceCsr> device_;
+  mutable std::unique_ptr<MatrixStats> stats_;
+  mutable DeviceArray<uint8_t> diagonal_seen_;  // from the statistics: occupied diagonal offsets
+  mutable std::map<std::tuple<bool, int64_t>, std::shared_ptr<const DeviceDia>> dia_;  // (symmetric half, stride)
+  mutable SetupTimes times_;
+};
+
+}  // namespace spcg
