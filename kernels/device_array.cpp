@@ -43,4 +43,32 @@ void device_free(void* p) noexcept {
   if (p) cudaFree(p);  // a failing free in a destructor cannot be reported; the next checked call sees it
 }
 
+PinnedUploader::~PinnedUploader() {
+  if (unlocking_.joinable()) unlocking_.join();
+  for (const void* p : locked_) cudaHostUnregister(const_cast<void*>(p));  // finish() was never called
+}
+
+void PinnedUploader::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (bytes >= kPinnedUploadBytes) {
+    const cudaError_t e = cudaHostRegister(const_cast<void*>(src), bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess) {
+      locked_.push_back(src);
+    } else {
+      cudaGetLastError();  // not lockable here (already locked, or not supported): a plain copy instead
+    }
+  }
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void PinnedUploader::finish() {
+  CHECK_CUDA(cudaStreamSynchronize(stream_));
+  if (locked_.empty()) return;
+  if (unlocking_.joinable()) unlocking_.join();
+  unlocking_ = std::thread([locked = std::move(locked_)] {
+    for (const void* p : locked) cudaHostUnregister(const_cast<void*>(p));
+  });
+  locked_.clear();
+}
+
 }  // namespace spcg

@@ -31,6 +31,7 @@ class MatrixSetup {
   // From a host CSR, held by reference (it must outlive the setup, not the operators built from it).
   // Implicit on purpose: a factory given a plain CsrMatrix builds from a setup of its own.
   MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed = 0);  // NOLINT(google-explicit-constructor)
+  ~MatrixSetup();
   MatrixSetup(const MatrixSetup&) = delete;
   MatrixSetup& operator=(const MatrixSetup&) = delete;
 
@@ -49,6 +50,7 @@ class MatrixSetup {
  private:
   const CsrMatrix& host_;
   int64_t duplicates_summed_;
+  mutable std::unique_ptr<PinnedUploader> uploader_;  // unlocks the host CSR after the upload, joined last
   mutable std::shared_ptr<const DeviceCsr> device_;
   mutable std::unique_ptr<MatrixStats> stats_;
   mutable DeviceArray<uint8_t> diagonal_seen_;  // from the statistics: occupied diagonal offsets

@@ -50,18 +50,17 @@ __device__ __forceinline__ T warp_reduce(T v, int op) {  // op 0 sum, 1 min, 2 m
 // The host's std::max(a, b): b only when a < b, so a NaN never replaces a number.
 __device__ __forceinline__ double host_max(double a, double b) { return a < b ? b : a; }
 
-template <bool BothTriangles>
+// Row statistics: one thread per row, its entries in order (the off-diagonal sum is the host's, term by term).
 __global__ void __launch_bounds__(SetupTuning::threads)
-    stats_kernel(int rows, int cols, const int* __restrict__ rp, const int* __restrict__ ci,
-                 const double* __restrict__ val, unsigned char* __restrict__ diagonal_seen, DeviceTotals* out) {
+    stats_rows_kernel(int rows, const int* __restrict__ rp, const int* __restrict__ ci, const double* __restrict__ val,
+                      unsigned char* __restrict__ diagonal_seen, DeviceTotals* out) {
   __shared__ unsigned long long histogram[StatsTotals::kBuckets];
   for (int b = threadIdx.x; b < StatsTotals::kBuckets; b += blockDim.x) histogram[b] = 0;
   __syncthreads();
   unsigned long long sum = 0, sum_sq = 0, empty = 0, missing = 0, nonpos = 0, dominant = 0, strict = 0, zeros = 0,
-                     non_finite = 0, lower = 0, matched = 0, unmatched = 0;
+                     non_finite = 0;
   long long row_min = LLONG_MAX, row_max = 0, band = 0, first_nonpos = LLONG_MAX;
-  double max_abs = 0, max_asym = 0;
-  const bool square = rows == cols;
+  double max_abs = 0;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x) {
     const int b = rp[i], e = rp[i + 1];
     const long long len = e - b;
@@ -80,43 +79,21 @@ __global__ void __launch_bounds__(SetupTuning::threads)
       band = max(band, d < 0 ? -d : d);
       unsigned char* seen = diagonal_seen + (d + rows - 1);
       if (!*seen) *seen = 1;
-      if (j == i) {
-        diag = v, has_diag = true;
-        continue;
-      }
-      off += fabs(v);
-      if (!square) continue;
-      if (!BothTriangles && j < i) {
-        ++lower;
-        continue;
-      }
-      // (j, i) by binary search in row j, as the host does
-      int lo = rp[j], hi = rp[j + 1];
-      while (lo < hi) {
-        const int mid = (lo + hi) >> 1;
-        if (ci[mid] < i) lo = mid + 1;
-        else hi = mid;
-      }
-      double vji = 0;
-      if (lo == rp[j + 1] || ci[lo] != i) ++unmatched;
-      else vji = val[lo], matched += j > i;
-      const double scale = host_max(fabs(v), fabs(vji));
-      if (scale > 0) max_asym = host_max(max_asym, fabs(v - vji) / scale);
+      if (j == i) diag = v, has_diag = true;
+      else off += fabs(v);
     }
     missing += !has_diag;
     if (!(has_diag && diag > 0)) ++nonpos, first_nonpos = min(first_nonpos, static_cast<long long>(i));
     dominant += fabs(diag) >= off;
     strict += fabs(diag) > off;
   }
-  const unsigned long long counts[] = {sum, sum_sq, empty, missing, nonpos, dominant, strict, zeros, non_finite,
-                                       lower, matched, unmatched};
+  const unsigned long long counts[] = {sum, sum_sq, empty, missing, nonpos, dominant, strict, zeros, non_finite};
   unsigned long long* targets[] = {&out->length_sum, &out->length_sum_sq, &out->empty_rows, &out->missing_diagonal,
                                    &out->nonpositive_diagonal, &out->dominant, &out->strictly_dominant,
-                                   &out->explicit_zeros, &out->non_finite, &out->lower_entries, &out->matched_upper,
-                                   &out->unmatched};
+                                   &out->explicit_zeros, &out->non_finite};
   const bool lane0 = (threadIdx.x & 31) == 0;
 #pragma unroll
-  for (int q = 0; q < 12; ++q) {
+  for (int q = 0; q < 9; ++q) {
     const unsigned long long v = warp_reduce(counts[q], 0);
     if (lane0 && v) atomicAdd(targets[q], v);
   }
@@ -124,15 +101,57 @@ __global__ void __launch_bounds__(SetupTuning::threads)
   row_max = warp_reduce(row_max, 2), band = warp_reduce(band, 2);
   // non-negative doubles order as their bits
   const unsigned long long abs_bits = warp_reduce(static_cast<unsigned long long>(__double_as_longlong(max_abs)), 2);
-  const unsigned long long asym_bits = warp_reduce(static_cast<unsigned long long>(__double_as_longlong(max_asym)), 2);
   if (lane0) {
     atomicMin(&out->row_min, row_min), atomicMin(&out->first_nonpositive_row, first_nonpos);
     atomicMax(&out->row_max, row_max), atomicMax(&out->bandwidth, band);
-    atomicMax(&out->max_abs_bits, abs_bits), atomicMax(&out->max_asymmetry_bits, asym_bits);
+    atomicMax(&out->max_abs_bits, abs_bits);
   }
   __syncthreads();
   for (int b = threadIdx.x; b < StatsTotals::kBuckets; b += blockDim.x)
     if (histogram[b]) atomicAdd(&out->histogram[b], histogram[b]);
+}
+
+// Symmetry: one warp per row, its lanes over the entries, each looking (j, i) up by binary search in row j as
+// the host does (a dense row's thousands of searches would serialise on one thread). Without BothTriangles
+// only the upper entries look; the lower ones are counted (stats.cpp explains the check).
+template <bool BothTriangles>
+__global__ void __launch_bounds__(SetupTuning::threads)
+    stats_symmetry_kernel(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
+                          const double* __restrict__ val, DeviceTotals* out) {
+  unsigned long long lower = 0, matched = 0, unmatched = 0;
+  double max_asym = 0;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
+  for (int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; i < rows; i += warps) {
+    for (int p = rp[i] + lane; p < rp[i + 1]; p += 32) {
+      const int j = ci[p];
+      if (j == i) continue;
+      if (!BothTriangles && j < i) {
+        ++lower;
+        continue;
+      }
+      int lo = rp[j], hi = rp[j + 1];
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (ci[mid] < i) lo = mid + 1;
+        else hi = mid;
+      }
+      const double v = val[p];
+      double vji = 0;
+      if (lo == rp[j + 1] || ci[lo] != i) ++unmatched;
+      else vji = val[lo], matched += j > i;
+      const double scale = host_max(fabs(v), fabs(vji));
+      if (scale > 0) max_asym = host_max(max_asym, fabs(v - vji) / scale);
+    }
+  }
+  lower = warp_reduce(lower, 0), matched = warp_reduce(matched, 0), unmatched = warp_reduce(unmatched, 0);
+  const unsigned long long asym_bits = warp_reduce(static_cast<unsigned long long>(__double_as_longlong(max_asym)), 2);
+  if (lane == 0) {
+    if (lower) atomicAdd(&out->lower_entries, lower);
+    if (matched) atomicAdd(&out->matched_upper, matched);
+    if (unmatched) atomicAdd(&out->unmatched, unmatched);
+    atomicMax(&out->max_asymmetry_bits, asym_bits);
+  }
 }
 
 __global__ void count_flags_kernel(int64_t n, const unsigned char* __restrict__ flags, unsigned long long* count) {
@@ -230,18 +249,27 @@ StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagon
   CHECK_CUDA(cudaMemsetAsync(diagonal_seen.data(), 0, diagonal_seen.bytes(), s));
   DeviceArray<DeviceTotals> totals(1, "statistics totals");
   DeviceTotals h{};
-  auto run = [&](bool both_triangles) {
-    std::memset(&h, 0, sizeof h);
-    h.row_min = h.first_nonpositive_row = LLONG_MAX;
-    CHECK_CUDA(cudaMemcpyAsync(totals.data(), &h, sizeof h, cudaMemcpyHostToDevice, s));
-    auto kernel = both_triangles ? stats_kernel<true> : stats_kernel<false>;
-    kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(),
-                                                                a.values.data(), diagonal_seen.data(), totals.data());
-    CHECK_LAUNCH("statistics");
+  std::memset(&h, 0, sizeof h);
+  h.row_min = h.first_nonpositive_row = LLONG_MAX;
+  CHECK_CUDA(cudaMemcpyAsync(totals.data(), &h, sizeof h, cudaMemcpyHostToDevice, s));
+  stats_rows_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(
+      a.rows, a.row_ptr.data(), a.col_idx.data(), a.values.data(), diagonal_seen.data(), totals.data());
+  CHECK_LAUNCH("statistics");
+  if (a.rows == a.cols) {
+    const int warp_blocks = blocks_for(int64_t{a.rows} * 32);
+    stats_symmetry_kernel<false><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
+                                                                              a.values.data(), totals.data());
+    CHECK_LAUNCH("statistics: symmetry");
     h = fetch(totals.data(), s);
-  };
-  run(false);
-  if (a.rows == a.cols && (h.unmatched > 0 || h.lower_entries != h.matched_upper)) run(true);
+    if (h.unmatched > 0 || h.lower_entries != h.matched_upper) {  // unmatched entries: look from both sides
+      h.lower_entries = h.matched_upper = h.unmatched = h.max_asymmetry_bits = 0;
+      CHECK_CUDA(cudaMemcpyAsync(totals.data(), &h, sizeof h, cudaMemcpyHostToDevice, s));
+      stats_symmetry_kernel<true><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
+                                                                               a.values.data(), totals.data());
+      CHECK_LAUNCH("statistics: symmetry, both triangles");
+    }
+  }
+  h = fetch(totals.data(), s);
   unsigned long long* distinct = &totals.data()->distinct_diagonals;
   CHECK_CUDA(cudaMemsetAsync(distinct, 0, sizeof(unsigned long long), s));
   count_flags_kernel<<<blocks_for(static_cast<int64_t>(diagonal_seen.size())), SetupTuning::threads, 0, s>>>(
@@ -311,7 +339,7 @@ DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_se
   // are the last diagonals, contiguous in memory.
   int negative = 0, positive = 0;
   for (int32_t o : offsets) negative += o < 0, positive += o > 0;
-  bool symmetric = allow_symmetric && a.rows == a.cols && negative == positive && m > 0;
+  bool symmetric = allow_symmetric && a.rows == a.cols && negative == positive;
   for (int k = 0; symmetric && k < negative; ++k) symmetric = offsets[m - 1 - k] == -offsets[k];
   if (symmetric && negative > 0) {
     DeviceArray<int> differs(1, "DIA mirror flag");
@@ -332,7 +360,7 @@ DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_se
     d.values = std::move(upper);
     d.offsets = DeviceArray<int32_t>(upper_offsets, "DIA offsets");
     d.diagonals = kept;
-    d.max_offset = upper_offsets.back();
+    d.max_offset = upper_offsets.empty() ? 0 : upper_offsets.back();
     d.min_offset = -d.max_offset;
     d.symmetric = true;
   }

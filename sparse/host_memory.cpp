@@ -28,10 +28,10 @@ void* host_allocate(size_t bytes) {
   // development VM when the memory is new to the process (perf: clear_page_erms).
   // ENOMEM: the machine cannot hold it, which is bad_alloc here rather than the OOM killer at first touch.
   // EINVAL (a kernel before 5.14): the pages fault in on first touch.
-  constexpr size_t kSlice = size_t{32} << 20;
+  constexpr size_t kSlice = size_t{32} << 20;  // below two slices one thread does it: starting threads costs more
   const int64_t slices = static_cast<int64_t>((bytes + kSlice - 1) / kSlice);
   std::atomic<bool> out_of_memory{false};
-  parallel_for(slices, hardware_threads(), [&](int64_t s) {
+  parallel_for(slices, slices >= 2 ? hardware_threads() : 1, [&](int64_t s) {
     char* at = static_cast<char*>(p) + static_cast<size_t>(s) * kSlice;
     const size_t len = std::min(kSlice, bytes - static_cast<size_t>(s) * kSlice);
     if (madvise(at, len, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM) out_of_memory = true;

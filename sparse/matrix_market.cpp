@@ -542,6 +542,10 @@ struct Entries {
   int64_t count = 0;
   long lines = 0;       // lines begun in the chunk
   bool failed = false;  // the parallel pass met an error here; the serial replay names it
+  // The rows the chunk's entries land in, mirrors included: the CSR build skips a chunk for the threads whose
+  // rows it misses (a sorted file's chunk covers a narrow band of rows, so each row is scanned about once).
+  int32_t first_row = INT32_MAX, last_row = -1;
+  bool touches(int32_t lo, int32_t hi) const { return count > 0 && first_row < hi && last_row >= lo; }
 };
 
 // What every data line is checked against, from the header.
@@ -684,6 +688,9 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
       out.row[n] = static_cast<int32_t>(i - 1);
       out.col[n] = static_cast<int32_t>(j - 1);
       if (!r.pattern) out.val[n] = v;
+      const int32_t lo = static_cast<int32_t>(r.mirrored ? std::min(i, j) : i) - 1;
+      const int32_t hi = static_cast<int32_t>(r.mirrored ? std::max(i, j) : i) - 1;
+      out.first_row = std::min(out.first_row, lo), out.last_row = std::max(out.last_row, hi);
     }
     ++n;
   }
@@ -767,7 +774,7 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
     const uint32_t lo = static_cast<uint32_t>(even_split(n, parts, t)), span = static_cast<uint32_t>(even_split(n, parts, t + 1)) - lo;
     int32_t* count = a.row_ptr.data() + 1;
     for (const Entries& c : chunks)
-      for (int64_t e = 0; e < c.count; ++e) {
+      for (int64_t e = 0; c.touches(static_cast<int32_t>(lo), static_cast<int32_t>(lo + span)) && e < c.count; ++e) {
         const int32_t i = c.row[e], j = c.col[e];
         if (static_cast<uint32_t>(i) - lo < span) ++count[i];
         if (r.mirrored && i != j && static_cast<uint32_t>(j) - lo < span) ++count[j];
@@ -795,7 +802,7 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
     double* val = a.values.data();
     const double mirror_sign = r.skew ? -1.0 : 1.0;
     for (const Entries& c : chunks)
-      for (int64_t e = 0; e < c.count; ++e) {
+      for (int64_t e = 0; c.touches(lo, hi) && e < c.count; ++e) {
         const int32_t i = c.row[e], j = c.col[e];
         const double v = r.pattern ? 1.0 : c.val[e];
         if (static_cast<uint32_t>(i - lo) < span) {

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Packs what a device run needs into .devdata/bundle.tgz (one archive travels better than many files): the
+# stripped binaries of build/ and a copy of ../shared/matrices. On the device:
+#   tar xzf .devdata/bundle.tgz && mv matrices .devdata/ && SPCG_MATRIX_DIR=$PWD/.devdata/matrices scripts/device.sh OUT
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+mkdir -p "$tmp/build/apps" "$tmp/build/tests" .devdata
+cp build/apps/spcg build/apps/spcg-cuda-floor "$tmp/build/apps/"
+cp build/tests/test_* "$tmp/build/tests/"
+strip "$tmp"/build/apps/* "$tmp"/build/tests/*
+[ -d ../shared/matrices ] && cp -r ../shared/matrices "$tmp/matrices"
+rm -f .devdata/bundle.tgz
+tar czf .devdata/bundle.tgz -C "$tmp" .
+rm -rf "$tmp"
+ls -la .devdata/bundle.tgz
