@@ -15,12 +15,12 @@ namespace spcg {
 int bench_read(const std::vector<std::string>& files, int runs) {
   if (files.empty()) throw UsageError("bench read: give one or more Matrix Market files");
   const int all = hardware_threads();
-  std::printf("%-28s %8s %10s %7s %9s %9s %8s %8s %8s %10s %8s\n", "file", "MB", "entries", "threads", "ms", "MB/s",
-              "Ment/s", "load", "parse", "build", "speedup");
+  std::printf("%-28s %8s %10s %7s %9s %9s %8s %8s %8s %8s %20s %8s\n", "file", "MB", "entries", "threads", "ms", "MB/s",
+              "Ment/s", "load", "parse", "build", "(count/alloc/scatter)", "speedup");
   for (const std::string& f : files) {
     double one_ms = 0;
     for (const int threads : {1, all}) {
-      std::vector<double> total, load, parse, build;
+      std::vector<double> total, load, parse, build, count, alloc, scatter;
       MatrixMarketInfo info;
       for (int r = 0; r < runs; ++r) {
         ReadOptions o;
@@ -29,6 +29,8 @@ int bench_read(const std::vector<std::string>& files, int runs) {
         const MatrixFile m = read_matrix_market(f, o);
         total.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         load.push_back(m.info.read.load_ms), parse.push_back(m.info.read.parse_ms), build.push_back(m.info.read.build_ms);
+        count.push_back(m.info.read.count_ms), alloc.push_back(m.info.read.allocate_ms);
+        scatter.push_back(m.info.read.scatter_ms);
         info = m.info;
       }
       auto median = [](std::vector<double> v) {
@@ -40,9 +42,11 @@ int bench_read(const std::vector<std::string>& files, int runs) {
       const double mb = double(info.read.text_bytes) / 1e6;
       std::string name = f.substr(f.find_last_of('/') + 1);
       if (name.size() > 28) name = name.substr(0, 25) + "...";
-      std::printf("%-28s %8.1f %10lld %7d %9.1f %9.0f %8.1f %8.1f %8.1f %10.1f %7.2fx  (%s)\n", name.c_str(), mb,
+      char split[64];
+      std::snprintf(split, sizeof split, "(%.1f/%.1f/%.1f)", median(count), median(alloc), median(scatter));
+      std::printf("%-28s %8.1f %10lld %7d %9.1f %9.0f %8.1f %8.1f %8.1f %8.1f %20s %7.2fx  (%s)\n", name.c_str(), mb,
                   static_cast<long long>(info.declared_entries), threads, ms, mb / (ms / 1e3),
-                  double(info.declared_entries) / (ms * 1e3), median(load), median(parse), median(build),
+                  double(info.declared_entries) / (ms * 1e3), median(load), median(parse), median(build), split,
                   one_ms / ms, info.read.access.c_str());
       if (threads == all && all == 1) break;
     }

@@ -265,6 +265,7 @@ int run_solve(const std::vector<std::string>& args) {
     prob = load_problem(c.source, ro, /*with_stats=*/false);
   }
   rep.phases.push_back({"read", prob.read_ms});
+  rep.reader = prob.read;
   const int32_t n = prob.a.rows;
   // A right-hand side file fixes k; ones / random take --nrhs.
   const bool rhs_from_file = c.rhs != "ones" && c.rhs != "random";

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "matrix_market.hpp"
 #include "solver.hpp"
 
 namespace spcg {
@@ -14,6 +15,7 @@ struct Phase {
 
 struct SolveReport {
   std::string matrix, name, kernel, kernel_reason, backend, solver, precond, vector_ops;
+  ReadProfile reader;  // files: how the read went (empty access for generated matrices)
   int64_t rows = 0, nnz = 0;
   int nrhs = 1;
   double rtol = 0, atol = 0;

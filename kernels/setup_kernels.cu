@@ -111,37 +111,56 @@ __global__ void __launch_bounds__(SetupTuning::threads)
     if (histogram[b]) atomicAdd(&out->histogram[b], histogram[b]);
 }
 
-// Symmetry: one warp per row, its lanes over the entries, each looking (j, i) up by binary search in row j as
-// the host does (a dense row's thousands of searches would serialise on one thread). Without BothTriangles
-// only the upper entries look; the lower ones are counted (stats.cpp explains the check).
+// Symmetry, each entry (i, j) looking (j, i) up by binary search in row j as the host does. A warp takes 32
+// consecutive rows: a lane checks a short row alone, the whole warp strides over a long one (a dense row's
+// thousands of dependent searches would serialise on one thread; a warp for every 7-entry row idles 25 lanes).
+// Without BothTriangles only the upper entries look; the lower ones are counted (stats.cpp explains the check).
+template <bool BothTriangles>
+__device__ __forceinline__ void check_mirror(int64_t i, int p, const int* __restrict__ rp, const int* __restrict__ ci,
+                                             const double* __restrict__ val, unsigned long long& lower,
+                                             unsigned long long& matched, unsigned long long& unmatched,
+                                             double& max_asym) {
+  const int j = ci[p];
+  if (j == i) return;
+  if (!BothTriangles && j < i) {
+    ++lower;
+    return;
+  }
+  int lo = rp[j], hi = rp[j + 1];
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (ci[mid] < i) lo = mid + 1;
+    else hi = mid;
+  }
+  const double v = val[p];
+  double vji = 0;
+  if (lo == rp[j + 1] || ci[lo] != i) ++unmatched;
+  else vji = val[lo], matched += j > i;
+  const double scale = host_max(fabs(v), fabs(vji));
+  if (scale > 0) max_asym = host_max(max_asym, fabs(v - vji) / scale);
+}
+
 template <bool BothTriangles>
 __global__ void __launch_bounds__(SetupTuning::threads)
     stats_symmetry_kernel(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
                           const double* __restrict__ val, DeviceTotals* out) {
+  constexpr int kLongRow = 32;
   unsigned long long lower = 0, matched = 0, unmatched = 0;
   double max_asym = 0;
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
-  for (int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; i < rows; i += warps) {
-    for (int p = rp[i] + lane; p < rp[i + 1]; p += 32) {
-      const int j = ci[p];
-      if (j == i) continue;
-      if (!BothTriangles && j < i) {
-        ++lower;
-        continue;
-      }
-      int lo = rp[j], hi = rp[j + 1];
-      while (lo < hi) {
-        const int mid = (lo + hi) >> 1;
-        if (ci[mid] < i) lo = mid + 1;
-        else hi = mid;
-      }
-      const double v = val[p];
-      double vji = 0;
-      if (lo == rp[j + 1] || ci[lo] != i) ++unmatched;
-      else vji = val[lo], matched += j > i;
-      const double scale = host_max(fabs(v), fabs(vji));
-      if (scale > 0) max_asym = host_max(max_asym, fabs(v - vji) / scale);
+  for (int64_t first = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32 * 32; first < rows; first += warps * 32) {
+    const int64_t i = first + lane;
+    const int b = i < rows ? rp[i] : 0, e = i < rows ? rp[i + 1] : 0;
+    const bool long_row = e - b > kLongRow;
+    if (!long_row)
+      for (int p = b; p < e; ++p) check_mirror<BothTriangles>(i, p, rp, ci, val, lower, matched, unmatched, max_asym);
+    for (unsigned todo = __ballot_sync(0xffffffffu, long_row); todo; todo &= todo - 1) {
+      const int owner = __ffs(todo) - 1;
+      const int64_t row = first + owner;
+      const int rb = __shfl_sync(0xffffffffu, b, owner), re = __shfl_sync(0xffffffffu, e, owner);
+      for (int p = rb + lane; p < re; p += 32)
+        check_mirror<BothTriangles>(row, p, rp, ci, val, lower, matched, unmatched, max_asym);
     }
   }
   lower = warp_reduce(lower, 0), matched = warp_reduce(matched, 0), unmatched = warp_reduce(unmatched, 0);
@@ -256,7 +275,7 @@ StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagon
       a.rows, a.row_ptr.data(), a.col_idx.data(), a.values.data(), diagonal_seen.data(), totals.data());
   CHECK_LAUNCH("statistics");
   if (a.rows == a.cols) {
-    const int warp_blocks = blocks_for(int64_t{a.rows} * 32);
+    const int warp_blocks = blocks_for(a.rows);  // a thread per row, a warp per 32 rows
     stats_symmetry_kernel<false><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
                                                                               a.values.data(), totals.data());
     CHECK_LAUNCH("statistics: symmetry");

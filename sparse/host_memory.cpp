@@ -28,7 +28,7 @@ void* host_allocate(size_t bytes) {
   // development VM when the memory is new to the process (perf: clear_page_erms).
   // ENOMEM: the machine cannot hold it, which is bad_alloc here rather than the OOM killer at first touch.
   // EINVAL (a kernel before 5.14): the pages fault in on first touch.
-  constexpr size_t kSlice = size_t{32} << 20;  // below two slices one thread does it: starting threads costs more
+  constexpr size_t kSlice = size_t{8} << 20;  // below two slices one thread does it: starting threads costs more
   const int64_t slices = static_cast<int64_t>((bytes + kSlice - 1) / kSlice);
   std::atomic<bool> out_of_memory{false};
   parallel_for(slices, slices >= 2 ? hardware_threads() : 1, [&](int64_t s) {

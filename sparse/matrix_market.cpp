@@ -30,7 +30,7 @@ namespace spcg {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-constexpr size_t kParallelReadMinBytes = size_t{4} << 20;
+constexpr size_t kBytesPerReadThread = size_t{512} << 10;
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -537,8 +537,13 @@ bool parse_short_decimal(const char* p, const char* end, double& v, const char*&
 
 // A chunk's entries in file order: 0-based row and column, the value (none for pattern files).
 struct Entries {
-  HostVector<int32_t> row, col;
-  HostVector<double> val;
+  // A slot of the shared EntryArena, or the chunk's own arrays once it outgrew its slot.
+  int32_t* row = nullptr;
+  int32_t* col = nullptr;
+  double* val = nullptr;
+  size_t capacity = 0;
+  HostVector<int32_t> own_row, own_col;
+  HostVector<double> own_val;
   int64_t count = 0;
   long lines = 0;       // lines begun in the chunk
   bool failed = false;  // the parallel pass met an error here; the serial replay names it
@@ -565,22 +570,19 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
                  Entries& out) {
   const char* p = text.data();
   const char* const end = p + text.size();
-  // The arrays are sized from the mean length of the chunk's first lines (fresh memory is dear here,
-  // cf. host_memory.hpp, so neither a counting pass over the text nor the worst case of 6 bytes a line) and
-  // grown in the rare chunk whose lines get shorter.
-  size_t capacity = 0;
-  auto grow = [&](size_t at_least) {
-    capacity = std::max(at_least, capacity + capacity / 2 + 64);
-    out.row.resize(capacity);
-    out.col.resize(capacity);
-    if (!r.pattern) out.val.resize(capacity);
+  // A chunk whose lines are shorter than the arena's estimate outgrows its slot: it moves to arrays of its own.
+  auto grow = [&] {
+    const size_t capacity = out.capacity + out.capacity / 2 + 64;
+    out.own_row.resize(capacity), out.own_col.resize(capacity);
+    std::copy_n(out.row, out.capacity, out.own_row.data());
+    std::copy_n(out.col, out.capacity, out.own_col.data());
+    if (!r.pattern) {
+      out.own_val.resize(capacity);
+      std::copy_n(out.val, out.capacity, out.own_val.data());
+    }
+    out.row = out.own_row.data(), out.col = out.own_col.data(), out.val = r.pattern ? nullptr : out.own_val.data();
+    out.capacity = capacity;
   };
-  if (store) {
-    const size_t sample = std::min<size_t>(text.size(), 4096);
-    const int64_t sampled_lines = std::max<int64_t>(1, std::count(text.begin(), text.begin() + sample, '\n'));
-    const double mean_line = double(sample) / double(sampled_lines);
-    grow(static_cast<size_t>(std::min<double>(double(allowed) + 1, double(text.size()) / mean_line * 1.05 + 64)));
-  }
   int64_t n = 0;
   long line = first_line - 1;
   while (p < end) {
@@ -684,7 +686,7 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
       p = nl ? eol + 1 : end;
     }
     if (store) {
-      if (static_cast<size_t>(n) == capacity) grow(capacity + 1);
+      if (static_cast<size_t>(n) == out.capacity) grow();
       out.row[n] = static_cast<int32_t>(i - 1);
       out.col[n] = static_cast<int32_t>(j - 1);
       if (!r.pattern) out.val[n] = v;
@@ -761,7 +763,8 @@ int32_t sort_and_merge_row(int32_t* col, double* val, int32_t len, std::vector<s
 // range of rows and walks all entries in file order, keeping those of its rows (and the mirrors that land
 // in them), so each row receives its entries in the serial order; then it sorts and merges its own rows.
 CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threads, int64_t& duplicates,
-                    int64_t& explicit_zeros) {
+                    int64_t& explicit_zeros, ReadProfile& profile) {
+  auto t0 = std::chrono::steady_clock::now();
   const int32_t n = static_cast<int32_t>(r.rows);
   CsrMatrix a;
   a.rows = n, a.cols = static_cast<int32_t>(r.cols);
@@ -782,8 +785,12 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   });
   for (int32_t i = 0; i < n; ++i) a.row_ptr[i + 1] += a.row_ptr[i];
   const int64_t stored = a.row_ptr[n];
+  profile.count_ms = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
   a.col_idx.resize(static_cast<size_t>(stored));
   a.values.resize(static_cast<size_t>(stored));
+  profile.allocate_ms = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
   // Scatter, sort, merge: each thread a range of rows holding about stored / parts entries.
   std::vector<int32_t> bounds(static_cast<size_t>(parts) + 1, n);
   bounds[0] = 0;
@@ -824,6 +831,7 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   });
   duplicates = explicit_zeros = 0;
   for (int t = 0; t < parts; ++t) duplicates += merged[t], explicit_zeros += zeros[t];
+  profile.scatter_ms = ms_since(t0);
   if (duplicates > 0) {  // rare: close the gaps merged duplicates left, in place, front to back
     int32_t out = 0;
     for (int32_t i = 0; i < n; ++i) {
@@ -879,16 +887,37 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
             " entries needs about " + gigabytes(needed) + " of host memory to read and solve, " + gigabytes(available) +
             " available");
 
-  // Small files on one thread: starting threads costs more than they save below a few MB (fv1, 0.7 MB: 2.0 ms
-  // on one thread, 2.7 ms on two, development machine).
-  // (An explicit chunk size, as the tests give, keeps the threads asked for.)
-  const int threads = data_bytes < kParallelReadMinBytes && !opt.chunk_bytes ? 1 : resolve_threads(opt.threads);
+  // A thread per 512 KB at most: starting threads costs more than they save on small files (fv1, 0.7 MB:
+  // 2.0 ms on one thread, 2.7 ms on two, development machine). An explicit chunk size, as the tests give,
+  // keeps the threads asked for.
+  const int threads =
+      opt.chunk_bytes ? resolve_threads(opt.threads)
+                      : static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(data_bytes / kBytesPerReadThread), 1,
+                                                             resolve_threads(opt.threads)));
   // A few chunks per thread balance uneven lines; one chunk when there is one thread.
   const size_t chunk = opt.chunk_bytes ? opt.chunk_bytes
                        : threads == 1  ? data_bytes
-                                       : std::max<size_t>(size_t{1} << 20, data_bytes / (size_t(threads) * 8) + 1);
+                                       : std::max<size_t>(size_t{128} << 10, data_bytes / (size_t(threads) * 8) + 1);
   const auto pieces = cut_at_line_ends(text, data_begin, chunk);
   std::vector<Entries> chunks(pieces.size());
+  // One arena for every chunk's entries (three allocations, populated on every thread, rather than three per
+  // chunk, which contend for the process's memory map), each chunk a slot sized from the mean line length of
+  // the first data lines (5% over; a chunk that outgrows its slot moves to arrays of its own).
+  HostVector<char> sample_scratch;
+  const std::string_view sample = text.range(data_begin, std::min(text.size(), data_begin + 65536), sample_scratch);
+  const double mean_line =
+      double(sample.size()) / double(std::max<int64_t>(1, std::count(sample.begin(), sample.end(), '\n')));
+  std::vector<size_t> slot(pieces.size() + 1, 0);
+  for (size_t c = 0; c < pieces.size(); ++c)
+    slot[c + 1] = slot[c] + static_cast<size_t>(std::min<double>(double(entries) + 1,
+                                                                 double(pieces[c].second - pieces[c].first) / mean_line * 1.05 + 64));
+  HostVector<int32_t> arena_row(slot.back()), arena_col(slot.back());
+  HostVector<double> arena_val(r.pattern ? 0 : slot.back());
+  for (size_t c = 0; c < pieces.size(); ++c) {
+    chunks[c].row = arena_row.data() + slot[c], chunks[c].col = arena_col.data() + slot[c];
+    chunks[c].val = r.pattern ? nullptr : arena_val.data() + slot[c];
+    chunks[c].capacity = slot[c + 1] - slot[c];
+  }
   std::vector<HostVector<char>> scratch(static_cast<size_t>(threads));
   parallel_for(static_cast<int64_t>(pieces.size()), threads, [&](int64_t c, int worker) {
     try {
@@ -920,7 +949,7 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
   profile.chunks = static_cast<int64_t>(pieces.size());
   profile.parse_ms = ms_since(t_parse);
   const auto t_build = std::chrono::steady_clock::now();
-  out.matrix = build_csr(r, chunks, threads, info.duplicates_summed, info.explicit_zeros);
+  out.matrix = build_csr(r, chunks, threads, info.duplicates_summed, info.explicit_zeros, profile);
   chunks.clear();
   profile.build_ms = ms_since(t_build);
   info.read = profile;

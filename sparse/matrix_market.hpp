@@ -29,7 +29,10 @@ struct ReadProfile {
   std::string access;        // mmap | memory | libdeflate | zlib
   double load_ms = 0;        // map, or read and decompress
   double parse_ms = 0;       // chunks parsed into entries (and the header)
-  double build_ms = 0;       // CSR: row pointers, scatter by row, row sort and duplicate merge
+  double build_ms = 0;       // CSR: row pointers, scatter by row, row sort and duplicate merge; of which
+  double count_ms = 0;       //   row lengths and their prefix sum,
+  double allocate_ms = 0;    //   the CSR arrays (populated),
+  double scatter_ms = 0;     //   entries to their rows, rows sorted, duplicates merged
 };
 
 struct MatrixMarketInfo {
