@@ -771,9 +771,13 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   a.row_ptr.assign(static_cast<size_t>(n) + 1, 0);
   duplicates = explicit_zeros = 0;
   if (n == 0) return a;
-  const int parts = std::max(1, std::min<int>(threads, n));
+  // Row ranges a few times more than threads, taken dynamically: a range's slice of the CSR then stays in
+  // cache while its entries arrive (development machine, 2 cores, 128^3: scatter 105 ms with 2 ranges, 42 ms
+  // with 4).
+  // (One thread reads the file as one chunk: one range then.)
+  const int parts = threads == 1 ? 1 : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{threads} * 8, n)));
   // Row lengths: each thread counts the rows of an even range of row numbers.
-  parallel_for(parts, parts, [&](int64_t t) {
+  parallel_for(parts, threads, [&](int64_t t) {
     const uint32_t lo = static_cast<uint32_t>(even_split(n, parts, t)), span = static_cast<uint32_t>(even_split(n, parts, t + 1)) - lo;
     int32_t* count = a.row_ptr.data() + 1;
     for (const Entries& c : chunks)
@@ -800,7 +804,7 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   for (int t = 1; t <= parts; ++t) bounds[t] = std::max(bounds[t], bounds[t - 1]);
   std::vector<int32_t> length(static_cast<size_t>(n));
   std::vector<int64_t> merged(static_cast<size_t>(parts), 0), zeros(static_cast<size_t>(parts), 0);
-  parallel_for(parts, parts, [&](int64_t t) {
+  parallel_for(parts, threads, [&](int64_t t) {
     const int32_t lo = bounds[t], hi = bounds[t + 1];
     if (lo == hi) return;
     const uint32_t span = static_cast<uint32_t>(hi - lo);
