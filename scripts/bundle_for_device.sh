@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 mkdir -p "$tmp/build/apps" "$tmp/build/tests" .devdata
-cp build/apps/spcg build/apps/spcg-cuda-floor "$tmp/build/apps/"
+find build/apps -maxdepth 1 -type f -executable -exec cp {} "$tmp/build/apps/" \;
 cp build/tests/test_* "$tmp/build/tests/"
 strip "$tmp"/build/apps/* "$tmp"/build/tests/*
 [ -d ../shared/matrices ] && cp -r ../shared/matrices "$tmp/matrices"

@@ -570,9 +570,16 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
                  Entries& out) {
   const char* p = text.data();
   const char* const end = p + text.size();
+  // The chunk's arrays and bounds are kept in locals and stored back once: the Entries of neighbouring chunks
+  // share cache lines, and a store per entry into them is false sharing between the parse threads.
+  int32_t* rows_out = out.row;
+  int32_t* cols_out = out.col;
+  double* vals_out = out.val;
+  size_t capacity = out.capacity;
+  int32_t first_row = INT32_MAX, last_row = -1;
   // A chunk whose lines are shorter than the arena's estimate outgrows its slot: it moves to arrays of its own.
   auto grow = [&] {
-    const size_t capacity = out.capacity + out.capacity / 2 + 64;
+    capacity = out.capacity + out.capacity / 2 + 64;
     out.own_row.resize(capacity), out.own_col.resize(capacity);
     std::copy_n(out.row, out.capacity, out.own_row.data());
     std::copy_n(out.col, out.capacity, out.own_col.data());
@@ -582,6 +589,7 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
     }
     out.row = out.own_row.data(), out.col = out.own_col.data(), out.val = r.pattern ? nullptr : out.own_val.data();
     out.capacity = capacity;
+    rows_out = out.row, cols_out = out.col, vals_out = out.val;
   };
   int64_t n = 0;
   long line = first_line - 1;
@@ -686,18 +694,19 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
       p = nl ? eol + 1 : end;
     }
     if (store) {
-      if (static_cast<size_t>(n) == out.capacity) grow();
-      out.row[n] = static_cast<int32_t>(i - 1);
-      out.col[n] = static_cast<int32_t>(j - 1);
-      if (!r.pattern) out.val[n] = v;
+      if (static_cast<size_t>(n) == capacity) grow();
+      rows_out[n] = static_cast<int32_t>(i - 1);
+      cols_out[n] = static_cast<int32_t>(j - 1);
+      if (!r.pattern) vals_out[n] = v;
       const int32_t lo = static_cast<int32_t>(r.mirrored ? std::min(i, j) : i) - 1;
       const int32_t hi = static_cast<int32_t>(r.mirrored ? std::max(i, j) : i) - 1;
-      out.first_row = std::min(out.first_row, lo), out.last_row = std::max(out.last_row, hi);
+      first_row = std::min(first_row, lo), last_row = std::max(last_row, hi);
     }
     ++n;
   }
   out.count = n;
   out.lines = line - first_line + 1;
+  out.first_row = first_row, out.last_row = last_row;
 }
 
 // Cuts [begin, end of text) into pieces of about `chunk` bytes that end just after a '\n' (the last at the end).
@@ -780,12 +789,16 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   parallel_for(parts, threads, [&](int64_t t) {
     const uint32_t lo = static_cast<uint32_t>(even_split(n, parts, t)), span = static_cast<uint32_t>(even_split(n, parts, t + 1)) - lo;
     int32_t* count = a.row_ptr.data() + 1;
-    for (const Entries& c : chunks)
-      for (int64_t e = 0; c.touches(static_cast<int32_t>(lo), static_cast<int32_t>(lo + span)) && e < c.count; ++e) {
-        const int32_t i = c.row[e], j = c.col[e];
+    for (const Entries& c : chunks) {
+      if (!c.touches(static_cast<int32_t>(lo), static_cast<int32_t>(lo + span))) continue;
+      const int32_t* const ci = c.row;
+      const int32_t* const cj = c.col;
+      for (int64_t e = 0, end = c.count; e < end; ++e) {
+        const int32_t i = ci[e], j = cj[e];
         if (static_cast<uint32_t>(i) - lo < span) ++count[i];
         if (r.mirrored && i != j && static_cast<uint32_t>(j) - lo < span) ++count[j];
       }
+    }
   });
   for (int32_t i = 0; i < n; ++i) a.row_ptr[i + 1] += a.row_ptr[i];
   const int64_t stored = a.row_ptr[n];
@@ -812,26 +825,35 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
     int32_t* col = a.col_idx.data();
     double* val = a.values.data();
     const double mirror_sign = r.skew ? -1.0 : 1.0;
-    for (const Entries& c : chunks)
-      for (int64_t e = 0; c.touches(lo, hi) && e < c.count; ++e) {
-        const int32_t i = c.row[e], j = c.col[e];
-        const double v = r.pattern ? 1.0 : c.val[e];
+    int32_t* const next = cursor.data() - lo;  // next[i]: row i's next free slot
+    for (const Entries& c : chunks) {
+      if (!c.touches(lo, hi)) continue;
+      const int32_t* const ci = c.row;  // locals: the stores below cannot make the compiler reload them
+      const int32_t* const cj = c.col;
+      const double* const cv = c.val;
+      const int64_t count = c.count;
+      for (int64_t e = 0; e < count; ++e) {
+        const int32_t i = ci[e], j = cj[e];
+        const double v = r.pattern ? 1.0 : cv[e];
         if (static_cast<uint32_t>(i - lo) < span) {
-          const int32_t at = cursor[i - lo]++;
+          const int32_t at = next[i]++;
           col[at] = j, val[at] = v;
         }
         if (r.mirrored && i != j && static_cast<uint32_t>(j - lo) < span) {
-          const int32_t at = cursor[j - lo]++;
+          const int32_t at = next[j]++;
           col[at] = i, val[at] = mirror_sign * v;
         }
       }
+    }
+    int64_t merged_here = 0, zeros_here = 0;  // summed locally: neighbouring counters share cache lines
     std::vector<std::pair<int32_t, double>> scratch;
     for (int32_t i = lo; i < hi; ++i) {
       const int32_t b = a.row_ptr[i], len = a.row_ptr[i + 1] - b;
       length[i] = sort_and_merge_row(col + b, val + b, len, scratch);
-      merged[t] += len - length[i];
-      for (int32_t p = b; p < b + length[i]; ++p) zeros[t] += val[p] == 0.0;
+      merged_here += len - length[i];
+      for (int32_t p = b; p < b + length[i]; ++p) zeros_here += val[p] == 0.0;
     }
+    merged[t] = merged_here, zeros[t] = zeros_here;
   });
   duplicates = explicit_zeros = 0;
   for (int t = 0; t < parts; ++t) duplicates += merged[t], explicit_zeros += zeros[t];

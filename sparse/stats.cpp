@@ -15,8 +15,11 @@ struct SymmetryCounts {
 
 // Adds the rows [lo, hi) to t. With both_triangles false, symmetry is checked from the upper triangle only;
 // the caller then compares the counts (compute_stats).
-void scan_rows(const CsrMatrix& a, int32_t lo, int32_t hi, bool both_triangles, uint8_t* diagonal_seen, StatsTotals& t,
-               SymmetryCounts& sym) {
+void scan_rows(const CsrMatrix& a, int32_t lo, int32_t hi, bool both_triangles, uint8_t* diagonal_seen,
+               StatsTotals& out, SymmetryCounts& sym_out) {
+  // Accumulated in locals and stored once: the totals of neighbouring ranges share cache lines.
+  StatsTotals t;
+  SymmetryCounts sym;
   const bool square = a.rows == a.cols;
   for (int32_t i = lo; i < hi; ++i) {
     const int64_t len = a.row_length(i);
@@ -65,6 +68,7 @@ void scan_rows(const CsrMatrix& a, int32_t lo, int32_t hi, bool both_triangles, 
     t.dominant += std::abs(diag) >= off;
     t.strictly_dominant += std::abs(diag) > off;
   }
+  out = t, sym_out = sym;
 }
 
 // Merges b (rows after a's) into a.
