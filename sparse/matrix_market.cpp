@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -771,8 +772,17 @@ int32_t sort_and_merge_row(int32_t* col, double* val, int32_t len, std::vector<s
 // The CSR from the chunks' entries, in parallel and independent of the thread count: every thread owns a
 // range of rows and walks all entries in file order, keeping those of its rows (and the mirrors that land
 // in them), so each row receives its entries in the serial order; then it sorts and merges its own rows.
+// The CSR's column and value arrays, made ready (allocated and populated) while the chunks are parsed: making
+// fresh memory ready is a cost of its own (H100 machine, 128^3: 18-25 ms for 175 MB, the same on 1 and 16
+// threads), so it runs beside the parse instead of after it, sized for every entry and mirror the header
+// allows and cut to the counted size.
+struct CsrStorage {
+  HostVector<int32_t> col;
+  HostVector<double> val;
+};
+
 CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threads, int64_t& duplicates,
-                    int64_t& explicit_zeros, ReadProfile& profile) {
+                    int64_t& explicit_zeros, ReadProfile& profile, std::future<CsrStorage>* storage) {
   auto t0 = std::chrono::steady_clock::now();
   const int32_t n = static_cast<int32_t>(r.rows);
   CsrMatrix a;
@@ -804,6 +814,11 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   const int64_t stored = a.row_ptr[n];
   profile.count_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
+  if (storage) {
+    CsrStorage ready = storage->get();
+    if (ready.col.capacity() >= static_cast<size_t>(stored)) a.col_idx = std::move(ready.col);
+    if (ready.val.capacity() >= static_cast<size_t>(stored)) a.values = std::move(ready.val);
+  }
   a.col_idx.resize(static_cast<size_t>(stored));
   a.values.resize(static_cast<size_t>(stored));
   profile.allocate_ms = ms_since(t0);
@@ -945,6 +960,14 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
     chunks[c].capacity = slot[c + 1] - slot[c];
   }
   std::vector<HostVector<char>> scratch(static_cast<size_t>(threads));
+  std::future<CsrStorage> storage;
+  if (threads > 1 && entries > 0)
+    storage = std::async(std::launch::async, [capacity = static_cast<size_t>(stored_max)] {
+      CsrStorage s;
+      s.col.reserve(capacity);
+      s.val.reserve(capacity);
+      return s;
+    });
   parallel_for(static_cast<int64_t>(pieces.size()), threads, [&](int64_t c, int worker) {
     try {
       parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch[worker]), 1, entries, true, chunks[c]);
@@ -975,7 +998,8 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
   profile.chunks = static_cast<int64_t>(pieces.size());
   profile.parse_ms = ms_since(t_parse);
   const auto t_build = std::chrono::steady_clock::now();
-  out.matrix = build_csr(r, chunks, threads, info.duplicates_summed, info.explicit_zeros, profile);
+  out.matrix = build_csr(r, chunks, threads, info.duplicates_summed, info.explicit_zeros, profile,
+                         storage.valid() ? &storage : nullptr);
   chunks.clear();
   profile.build_ms = ms_since(t_build);
   info.read = profile;
