@@ -64,43 +64,4 @@ DeviceSell upload_sell(const SellMatrix& s, SetupInfo& info) {
   return d;
 }
 
-DeviceDia upload_dia(const DiaMatrix& m, SetupInfo& info, int stride_multiple) {
-  const auto t0 = std::chrono::steady_clock::now();
-  DeviceDia d;
-  d.rows = m.rows, d.cols = m.cols, d.diagonals = static_cast<int32_t>(m.offsets.size());
-  d.min_offset = m.offsets.empty() ? 0 : m.offsets.front();
-  d.max_offset = m.offsets.empty() ? 0 : m.offsets.back();
-  d.offsets = up(m.offsets, "DIA offsets", info);
-  d.stride = (int64_t{m.rows} + stride_multiple - 1) / stride_multiple * stride_multiple;
-  if (d.stride == m.rows) {
-    d.values = up(m.values, "DIA values", info);
-  } else {
-    std::vector<double> padded(static_cast<size_t>(d.stride) * m.offsets.size(), 0.0);
-    for (size_t k = 0; k < m.offsets.size(); ++k)
-      std::copy_n(m.values.begin() + static_cast<int64_t>(k) * m.rows, m.rows,
-                  padded.begin() + static_cast<int64_t>(k) * d.stride);
-    d.values = up(padded, "DIA values", info);
-  }
-  info.upload_ms += elapsed_ms(t0);
-  return d;
-}
-
-DeviceDia build_device_dia(const CsrMatrix& a, double max_fill, int max_diagonals, const std::string& kernel,
-                           SetupInfo& info, bool allow_symmetric, int stride_multiple) {
-  const auto t0 = std::chrono::steady_clock::now();
-  DiaMatrix d = csr_to_dia(a, max_fill);
-  if (static_cast<int>(d.offsets.size()) > max_diagonals)
-    throw FormatRefused(kernel + " refused: " + std::to_string(d.offsets.size()) + " diagonals (limit " +
-                        std::to_string(max_diagonals) + ")");
-  const size_t all = d.offsets.size();
-  const bool symmetric = allow_symmetric && dia_is_symmetric(d);
-  if (symmetric) d = dia_upper_half(d);
-  info.convert_ms = elapsed_ms(t0);
-  info.format = symmetric ? "dia-sym-" + std::to_string(d.offsets.size()) + "of" + std::to_string(all)
-                          : "dia-" + std::to_string(all);
-  DeviceDia dev = upload_dia(d, info, stride_multiple);
-  if (symmetric) dev.min_offset = -dev.max_offset, dev.symmetric = true;
-  return dev;
-}
-
 }  // namespace spcg

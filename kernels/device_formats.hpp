@@ -45,15 +45,6 @@ DeviceCsr upload_csr(const CsrMatrix& a, SetupInfo& info);
 DeviceCoo upload_coo(const CooMatrix& c, SetupInfo& info);
 DeviceEll upload_ell(const EllMatrix& e, SetupInfo& info);
 DeviceSell upload_sell(const SellMatrix& s, SetupInfo& info);
-// `stride_multiple`: each diagonal's values padded to a multiple of this many rows (2 keeps 16-byte pieces of
-// every diagonal aligned when the row count is odd).
-DeviceDia upload_dia(const DiaMatrix& d, SetupInfo& info, int stride_multiple = 1);
-// CSR -> DIA -> device for a DIA kernel named `kernel`: refused (FormatRefused) past `max_fill` stored slots per
-// nonzero or `max_diagonals` diagonals; records conversion time and the format in info.
-// With `allow_symmetric`, a matrix whose diagonals mirror exactly keeps only its upper half.
-DeviceDia build_device_dia(const CsrMatrix& a, double max_fill, int max_diagonals, const std::string& kernel,
-                           SetupInfo& info, bool allow_symmetric = false, int stride_multiple = 1);
-
 // Milliseconds since `start` (host clock), for setup phases.
 double elapsed_ms(const std::chrono::steady_clock::time_point& start);
 

@@ -14,9 +14,16 @@ std::shared_ptr<const DeviceCsr> shared_csr(const MatrixSetup& m, SetupInfo& inf
   return c;
 }
 
-std::string dia_format(const DeviceDia& d, int64_t all_diagonals) {
-  return d.symmetric ? "dia-sym-" + std::to_string(d.diagonals) + "of" + std::to_string(all_diagonals)
-                     : "dia-" + std::to_string(d.diagonals);
+std::shared_ptr<const DeviceDia> shared_dia(const MatrixSetup& m, const std::string& kernel, double max_fill,
+                                            int max_diagonals, bool allow_symmetric, int stride_multiple,
+                                            SetupInfo& info) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<const DeviceDia> d = m.dia(kernel, max_fill, max_diagonals, allow_symmetric, stride_multiple);
+  info.convert_ms = elapsed_ms(t0);
+  const std::string all = std::to_string(m.stats().distinct_diagonals);
+  info.format = d->symmetric ? "dia-sym-" + std::to_string(d->diagonals) + "of" + all : "dia-" + all;
+  info.device_bytes = static_cast<int64_t>(d->values.bytes() + d->offsets.bytes());
+  return d;
 }
 
 MatrixSetup::MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed)

@@ -23,8 +23,11 @@ struct SetupTimes {
 class MatrixSetup;
 // The shared device CSR of m, for an operator that reads plain CSR: records the format and the bytes in info.
 std::shared_ptr<const DeviceCsr> shared_csr(const MatrixSetup& m, SetupInfo& info);
-// DIA's format name in reports: dia-N, or dia-sym-KofN when only the upper half of N diagonals is stored.
-std::string dia_format(const DeviceDia& d, int64_t all_diagonals);
+// The shared DIA layout of m for a DIA kernel (MatrixSetup::dia's arguments): records the conversion time,
+// the format (dia-N, or dia-sym-KofN when the upper half of N diagonals is kept) and the bytes in info.
+std::shared_ptr<const DeviceDia> shared_dia(const MatrixSetup& m, const std::string& kernel, double max_fill,
+                                            int max_diagonals, bool allow_symmetric, int stride_multiple,
+                                            SetupInfo& info);
 
 class MatrixSetup {
  public:

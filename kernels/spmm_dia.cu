@@ -135,11 +135,7 @@ __global__ void __launch_bounds__(SpmmDiaTuning::threads, CW == 4 ? SpmmDiaTunin
 class SpmmDia final : public SpmmOperator {
  public:
   SpmmDia(const MatrixSetup& m) : SpmmOperator(m) {
-    const auto t0 = std::chrono::steady_clock::now();
-    dia_ = m.dia(name(), SpmmDiaTuning::max_fill, SpmmDiaTuning::max_diagonals, false);
-    info_.convert_ms = elapsed_ms(t0);
-    info_.format = dia_format(*dia_, m.stats().distinct_diagonals);
-    info_.device_bytes = static_cast<int64_t>(dia_->values.bytes() + dia_->offsets.bytes());
+    dia_ = shared_dia(m, name(), SpmmDiaTuning::max_fill, SpmmDiaTuning::max_diagonals, false, 1, info_);
   }
   std::string name() const override { return "spmm-dia"; }
   double bytes_per_apply(int k) const override { return 8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_ * k; }

@@ -213,11 +213,7 @@ std::vector<int32_t> cut_runs(const std::vector<int32_t>& offsets) {
 class SpmmDiaRuns final : public SpmmOperator {
  public:
   SpmmDiaRuns(const MatrixSetup& m) : SpmmOperator(m) {
-    const auto t0 = std::chrono::steady_clock::now();
-    dia_ = m.dia(name(), SpmmDiaRunsTuning::max_fill, SpmmDiaRunsTuning::max_diagonals, false, 2);
-    info_.convert_ms = elapsed_ms(t0);
-    info_.format = dia_format(*dia_, m.stats().distinct_diagonals);
-    info_.device_bytes = static_cast<int64_t>(dia_->values.bytes() + dia_->offsets.bytes());
+    dia_ = shared_dia(m, name(), SpmmDiaRunsTuning::max_fill, SpmmDiaRunsTuning::max_diagonals, false, 2, info_);
     const std::vector<int32_t> first = cut_runs(dia_->offsets.download());
     runs_ = static_cast<int>(first.size()) - 1;
     run_first_ = DeviceArray<int32_t>(first, "spmm-dia-runs runs");

@@ -72,11 +72,7 @@ __global__ void __launch_bounds__(DiaTuning::threads)
 class Dia final : public SpmvOperator {
  public:
   Dia(const MatrixSetup& m) : SpmvOperator(m) {
-    const auto t0 = std::chrono::steady_clock::now();
-    dia_ = m.dia(name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true);
-    info_.convert_ms = elapsed_ms(t0);
-    info_.format = dia_format(*dia_, m.stats().distinct_diagonals);
-    info_.device_bytes = static_cast<int64_t>(dia_->values.bytes() + dia_->offsets.bytes());
+    dia_ = shared_dia(m, name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true, 1, info_);
   }
   std::string name() const override { return "dia"; }
   double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_) * k; }

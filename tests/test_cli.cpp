@@ -17,8 +17,9 @@ struct Outcome {
   std::string output;
 };
 
-Outcome run(const std::string& args) {
-  const std::string cmd = spcg::test::spcg_binary() + " " + args + " 2>&1";
+// Runs a shell command, capturing its output (stderr too).
+Outcome shell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   std::string out;
   std::array<char, 4096> buf;
@@ -27,6 +28,8 @@ Outcome run(const std::string& args) {
   const int status = pclose(pipe.release());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+Outcome run(const std::string& args) { return shell(spcg::test::spcg_binary() + " " + args); }
 
 std::string tmp(const std::string& name, const std::string& content = "") {
   const std::string p = (std::filesystem::temp_directory_path() / ("spcg_cli_" + name)).string();
@@ -149,12 +152,7 @@ TEST(Cli, SolveReportsStartAndWallTime) {
 // cuSPARSE and cuBLAS are opened only when a baseline or block CG past 32 columns calls them
 // (kernels/cuda_libraries.cpp): linked, they cost every process 0.37 s and 255 MB on the development machine.
 TEST(Cli, BinaryDoesNotLinkCusparseOrCublas) {
-  const std::string cmd = "readelf -d " + spcg::test::spcg_binary() + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
+  const std::string out = shell("readelf -d " + spcg::test::spcg_binary()).output;
   if (out.find("NEEDED") == std::string::npos) GTEST_SKIP() << "readelf not available: " << out;
   EXPECT_EQ(out.find("libcusparse"), std::string::npos) << out;
   EXPECT_EQ(out.find("libcublas"), std::string::npos) << out;

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include "bench_probes.hpp"
+#include "blas1.hpp"
 #include "block_ops.hpp"
 #include "eigen_bridge.hpp"
 #include "formats.hpp"
@@ -683,4 +685,25 @@ TEST(BlockOps, StepMatchesHostLoops) {
       }
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
+}
+
+// The right-hand sides `spcg solve --rhs random` makes on the device are make_rhs("random")'s host block bit for
+// bit (--verify and --output read the host one): SplitMix64's (e+1)-th draw, 2u - 1.
+TEST(DeviceFill, RandomBlockEqualsTheHostDraws) {
+  SPCG_REQUIRE_GPU();
+  for (const uint64_t seed : {uint64_t{1}, uint64_t{5}, uint64_t{0xdeadbeef}}) {
+    const size_t count = 100003;
+    DeviceArray<double> d(count, "random block");
+    launch_fill_splitmix_uniform(seed, d.data(), count, 0);
+    const std::vector<double> got = d.download();
+    SplitMix64 rng(seed);
+    for (size_t e = 0; e < count; ++e) {
+      const double want = 2.0 * rng.uniform() - 1.0;
+      ASSERT_EQ(std::memcmp(&got[e], &want, sizeof want), 0) << "seed " << seed << " entry " << e;
+    }
+  }
+  DeviceArray<double> ones(37, "ones");
+  launch_fill(1.0, ones.data(), ones.size(), 0);
+  for (double v : ones.download()) EXPECT_EQ(v, 1.0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
