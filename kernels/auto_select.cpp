@@ -182,7 +182,7 @@ class AutoOperator final : public LinearOperator {
     launch_fill_splitmix_uniform(7, x.data(), x.size(), 0);
     size_t best = 0;
     double best_ms = 1e300;
-    why += "; timed";
+    why += why.empty() ? "timed" : "; timed";
     // Candidates take turns run by run, so a drift in clocks or launch latency during the trial falls on all of
     // them alike (one after the other, a latency-bound file once ranked csr-vector at 9.1 us that ran 7.0).
     const int max_runs = latency_bound_ ? AutoTuning::latency_bound_trial_runs : AutoTuning::trial_runs;
