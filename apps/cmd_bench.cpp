@@ -13,6 +13,7 @@
 
 #include "bench_probes.hpp"
 #include "commands.hpp"
+#include "options.hpp"
 #include "cuda_check.hpp"
 #include "device_formats.hpp"
 #include "eigen_bridge.hpp"
@@ -640,12 +641,7 @@ int run_bench(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("what", 1).add("files", -1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, opts, pos, vm)) return 0;
   if (vm.count("list")) {
     for (const auto& e : kernel_registry())
       std::printf("%-14s %-8s %s\n", e.name.c_str(),

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "error.hpp"
 #include "generators.hpp"
 #include "matrix_market.hpp"
@@ -27,12 +28,7 @@ int run_generate(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("spec", 1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, opts, pos, vm)) return 0;
   if (!vm.count("spec")) throw UsageError("missing generator spec (see spcg generate --help)");
   if (!vm.count("output")) throw UsageError("missing --output FILE");
   const std::string spec = vm["spec"].as<std::string>(), storage = vm["storage"].as<std::string>();

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "error.hpp"
 #include "generators.hpp"
 #include "json.hpp"
@@ -81,12 +82,7 @@ int run_info(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("input", 1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, opts, pos, vm)) return 0;
   if (!vm.count("input")) throw UsageError("missing matrix file or generator spec (see spcg info --help)");
   const std::string format = vm["format"].as<std::string>();
   if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");

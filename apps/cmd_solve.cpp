@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include <cuda_profiler_api.h>
 
 #include "blas1.hpp"
@@ -94,12 +95,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return std::nullopt;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, opts, po::positional_options_description{}, vm)) return std::nullopt;
   SolveCommand c;
   if (vm.count("matrix") && vm.count("generate")) throw UsageError("--matrix and --generate conflict: give one");
   c.generated = vm.count("generate") > 0;
