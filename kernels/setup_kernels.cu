@@ -249,6 +249,36 @@ __global__ void ell_fill_kernel(int rows, int width, const int* __restrict__ rp,
   }
 }
 
+// HYB: row lengths counted by length; the ELL head (the first `limit` entries, padded like csr_to_ell pads the
+// head matrix); the COO tail (entries past `limit`) at the rows' scanned offsets.
+__global__ void length_count_kernel(int rows, const int* __restrict__ rp, unsigned long long* __restrict__ count) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x)
+    atomicAdd(&count[rp[i + 1] - rp[i]], 1ull);
+}
+__global__ void hyb_head_kernel(int rows, int width, int limit, const int* __restrict__ rp, const int* __restrict__ ci,
+                                const double* __restrict__ val, int* __restrict__ col_out, double* __restrict__ val_out,
+                                int64_t* __restrict__ tail_len) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x) {
+    const int b = rp[i], len = rp[i + 1] - b, head = min(len, limit);
+    const int pad_col = head ? ci[b + head - 1] : 0;
+    for (int k = 0; k < width; ++k) {
+      const int64_t at = int64_t{k} * rows + i;
+      col_out[at] = k < head ? ci[b + k] : pad_col;
+      val_out[at] = k < head ? val[b + k] : 0.0;
+    }
+    tail_len[i] = len - head;
+  }
+}
+__global__ void hyb_tail_kernel(int rows, int limit, const int* __restrict__ rp, const int* __restrict__ ci,
+                                const double* __restrict__ val, const int64_t* __restrict__ tail_at,
+                                int* __restrict__ row_out, int* __restrict__ col_out, double* __restrict__ val_out) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t at = tail_at[i];
+    for (int p = rp[i] + limit; p < rp[i + 1]; ++p, ++at)
+      row_out[at] = static_cast<int>(i), col_out[at] = ci[p], val_out[at] = val[p];
+  }
+}
+
 int blocks_for(int64_t items) { return grid_stride_blocks(items, SetupTuning::threads, SetupTuning::blocks_per_sm); }
 
 template <class T>
@@ -416,6 +446,51 @@ DeviceSell device_sell32(const DeviceCsr& a, double max_fill, cudaStream_t s) {
     CHECK_LAUNCH("SELL fill");
   }
   return d;
+}
+
+DeviceHyb device_hyb(const DeviceCsr& a, int32_t row_max, cudaStream_t s) {
+  DeviceHyb h;
+  h.ell.rows = h.coo.rows = a.rows, h.ell.cols = h.coo.cols = a.cols;
+  int32_t limit = 0;
+  if (a.rows > 0) {
+    DeviceArray<unsigned long long> count(static_cast<size_t>(row_max) + 1, "HYB row-length counts");
+    CHECK_CUDA(cudaMemsetAsync(count.data(), 0, count.bytes(), s));
+    length_count_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), count.data());
+    CHECK_LAUNCH("HYB row lengths");
+    const std::vector<unsigned long long> counted = count.download();
+    limit = hyb_width_from_lengths(std::vector<int64_t>(counted.begin(), counted.end()), a.rows);
+  }
+  // csr_to_ell of the head matrix: as wide as its longest row, min(row length, limit)
+  h.ell.width = std::min(limit, row_max);
+  const size_t total = static_cast<size_t>(a.rows) * h.ell.width;
+  h.ell.col_idx = DeviceArray<int32_t>(total, "HYB ELL column indices");
+  h.ell.values = DeviceArray<double>(total, "HYB ELL values");
+  DeviceArray<int64_t> tail_at(static_cast<size_t>(a.rows) + 1, "HYB tail offsets");
+  CHECK_CUDA(cudaMemsetAsync(tail_at.data(), 0, tail_at.bytes(), s));
+  if (a.rows > 0) {
+    hyb_head_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, h.ell.width, limit, a.row_ptr.data(),
+                                                                         a.col_idx.data(), a.values.data(),
+                                                                         h.ell.col_idx.data(), h.ell.values.data(),
+                                                                         tail_at.data());
+    CHECK_LAUNCH("HYB head");
+    size_t temp_bytes = 0;
+    CHECK_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, tail_at.data(), tail_at.data(), a.rows + 1, s));
+    DeviceArray<char> temp(std::max<size_t>(temp_bytes, 1), "HYB scan scratch");
+    CHECK_CUDA(cub::DeviceScan::ExclusiveSum(temp.data(), temp_bytes, tail_at.data(), tail_at.data(), a.rows + 1, s));
+  }
+  h.coo.nnz = a.rows > 0 ? fetch(tail_at.data() + a.rows, s) : 0;
+  h.coo.row_idx = DeviceArray<int32_t>(static_cast<size_t>(h.coo.nnz), "HYB COO row indices");
+  h.coo.col_idx = DeviceArray<int32_t>(static_cast<size_t>(h.coo.nnz), "HYB COO column indices");
+  h.coo.values = DeviceArray<double>(static_cast<size_t>(h.coo.nnz), "HYB COO values");
+  if (h.coo.nnz > 0) {
+    hyb_tail_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, limit, a.row_ptr.data(), a.col_idx.data(),
+                                                                         a.values.data(), tail_at.data(),
+                                                                         h.coo.row_idx.data(), h.coo.col_idx.data(),
+                                                                         h.coo.values.data());
+    CHECK_LAUNCH("HYB tail");
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return h;
 }
 
 DeviceEll device_ell(const DeviceCsr& a, int32_t width, cudaStream_t s) {

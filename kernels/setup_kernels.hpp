@@ -30,4 +30,12 @@ DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_se
 DeviceSell device_sell32(const DeviceCsr& a, double max_fill, cudaStream_t s = 0);
 DeviceEll device_ell(const DeviceCsr& a, int32_t width, cudaStream_t s = 0);
 
+// HYB as csr_to_hyb lays it out: the width by cusp's rule (hyb_width_from_lengths over the row lengths counted
+// here, the longest `row_max`), the first `width` entries of every row as ELL, the rest in COO, row by row.
+struct DeviceHyb {
+  DeviceEll ell;
+  DeviceCoo coo;
+};
+DeviceHyb device_hyb(const DeviceCsr& a, int32_t row_max, cudaStream_t s = 0);
+
 }  // namespace spcg

@@ -270,18 +270,26 @@ CsrMatrix symmetric_to_csr(const SymmetricCsr& s) {
   return a;
 }
 
-int32_t hyb_default_width(const CsrMatrix& a) {
-  if (a.rows == 0) return 0;
-  int32_t max_len = 0;
-  for (int32_t i = 0; i < a.rows; ++i) max_len = std::max(max_len, a.row_length(i));
-  std::vector<int64_t> at_least(static_cast<size_t>(max_len) + 2, 0);  // rows with length >= k
-  for (int32_t i = 0; i < a.rows; ++i) ++at_least[a.row_length(i)];
+int32_t hyb_width_from_lengths(const std::vector<int64_t>& rows_of_length, int32_t rows) {
+  if (rows == 0 || rows_of_length.empty()) return 0;
+  const int32_t max_len = static_cast<int32_t>(rows_of_length.size()) - 1;
+  std::vector<int64_t> at_least(rows_of_length);  // rows with length >= k
+  at_least.push_back(0);
   for (int32_t k = max_len - 1; k >= 0; --k) at_least[k] += at_least[k + 1];
-  const int64_t threshold = std::min<int64_t>(a.rows, std::max<int64_t>(4096, a.rows / 3));
+  const int64_t threshold = std::min<int64_t>(rows, std::max<int64_t>(4096, rows / 3));
   int32_t width = 0;
   for (int32_t k = 1; k <= max_len; ++k)
     if (at_least[k] >= threshold) width = k;
   return width;
+}
+
+int32_t hyb_default_width(const CsrMatrix& a) {
+  if (a.rows == 0) return 0;
+  int32_t max_len = 0;
+  for (int32_t i = 0; i < a.rows; ++i) max_len = std::max(max_len, a.row_length(i));
+  std::vector<int64_t> rows_of_length(static_cast<size_t>(max_len) + 1, 0);
+  for (int32_t i = 0; i < a.rows; ++i) ++rows_of_length[a.row_length(i)];
+  return hyb_width_from_lengths(rows_of_length, a.rows);
 }
 
 HybMatrix csr_to_hyb(const CsrMatrix& a, int32_t ell_width) {

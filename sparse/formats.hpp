@@ -96,5 +96,7 @@ CsrMatrix symmetric_to_csr(const SymmetricCsr& s);
 HybMatrix csr_to_hyb(const CsrMatrix& a, int32_t ell_width = -1);
 CsrMatrix hyb_to_csr(const HybMatrix& h);
 int32_t hyb_default_width(const CsrMatrix& a);
+// The same rule from rows_of_length[L] = rows with exactly L entries (what the device build counts).
+int32_t hyb_width_from_lengths(const std::vector<int64_t>& rows_of_length, int32_t rows);
 
 }  // namespace spcg

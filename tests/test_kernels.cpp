@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, KernelVsEigen,
                          ::testing::Combine(::testing::ValuesIn(all_kernels()), ::testing::ValuesIn(matrix_names())),
                          param_name);
 
-// Setup on the device (statistics, DIA, SELL-32, ELL from the device CSR) equals the host's, bit for bit, on
+// Setup on the device (statistics, DIA, SELL-32, ELL, HYB from the device CSR) equals the host's, bit for bit, on
 // every test matrix: the edge cases (0x0, 1x1, empty rows, a dense row, rectangular, no entries), power-law,
 // banded and the real files.
 class DeviceSetupVsHost : public ::testing::TestWithParam<std::string> {
@@ -324,6 +324,17 @@ TEST_P(DeviceSetupVsHost, StatisticsAndLayoutsEqualTheHostOnes) {
     EXPECT_TRUE(host_refused) << GetParam();
   }
   const MatrixStats& st = setup.stats();
+  {  // HYB: csr_to_hyb's ELL head and COO tail
+    const HybMatrix host_hyb = csr_to_hyb(a);
+    const DeviceHyb hyb = device_hyb(*setup.device_csr(), st.row_max);
+    EXPECT_EQ(hyb.ell.width, host_hyb.ell.width) << GetParam();
+    EXPECT_EQ(hyb.ell.col_idx.download(), host_hyb.ell.col_idx) << GetParam();
+    EXPECT_EQ(hyb.ell.values.download(), host_hyb.ell.values) << GetParam();
+    EXPECT_EQ(hyb.coo.nnz, static_cast<int64_t>(host_hyb.coo.values.size())) << GetParam();
+    EXPECT_EQ(hyb.coo.row_idx.download(), host_hyb.coo.row_idx) << GetParam();
+    EXPECT_EQ(hyb.coo.col_idx.download(), host_hyb.coo.col_idx) << GetParam();
+    EXPECT_EQ(hyb.coo.values.download(), host_hyb.coo.values) << GetParam();
+  }
   if (a.rows > 0 && double(a.rows) * st.row_max <= kFill * double(std::max<int64_t>(a.nnz(), 1))) {
     const EllMatrix host_ell = csr_to_ell(a, 1e30);
     const DeviceEll ell = device_ell(*setup.device_csr(), st.row_max);
