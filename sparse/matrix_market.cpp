@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <optional>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -32,6 +33,15 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr size_t kBytesPerReadThread = size_t{512} << 10;
+
+// The two-pass read's limit on a chunk's window of rows: its estimated entries (twice for mirrored storage)
+// plus this many rows. A sorted 7-point 128^3 lower triangle needs about 33K rows per 1.15 MB chunk (16K
+// columns plus their band of 16K mirrors); a column-sorted general file would need all rows and reads in one
+// pass. The windows then take at most ~4-8 bytes per entry plus 256 KB per chunk, against 16 per entry for
+// the one-pass arena.
+struct TwoPassTuning {
+  static constexpr size_t extra_window_rows = 65536;
+};
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -536,6 +546,29 @@ bool parse_short_decimal(const char* p, const char* end, double& v, const char*&
   return true;
 }
 
+// An unsigned decimal integer of 1-18 digits at q (advanced past it), read 8 bytes at a time; false when there
+// is none, or more digits follow.
+inline bool read_digits(const char*& q, const char* end, uint64_t& out_value) {
+  const char* s = q;
+  uint64_t x = 0;
+  uint64_t w;
+  int n;
+  while (end - q >= 8 && (std::memcpy(&w, q, 8), n = leading_digits8(w)) > 0) {  // indices: up to 10 digits
+    x = x * kPow10Int[n] + digits8_value(w, n);
+    q += n;
+    if (n < 8 || q - s > 18) break;
+  }
+  while (q < end && static_cast<unsigned>(*q - '0') < 10u && q - s <= 18) x = x * 10 + static_cast<unsigned>(*q++ - '0');
+  out_value = x;
+  return q != s && q - s <= 18 && !(q < end && static_cast<unsigned>(*q - '0') < 10u);
+}
+// Skips blanks at q; whether there were any.
+inline bool skip_blanks(const char*& q, const char* end) {
+  const char* s = q;
+  while (q < end && is_blank_char(*q)) ++q;
+  return q != s;
+}
+
 // A chunk's entries in file order: 0-based row and column, the value (none for pattern files).
 struct Entries {
   // A slot of the shared EntryArena, or the chunk's own arrays once it outgrew its slot.
@@ -562,36 +595,65 @@ struct EntryRules {
   int64_t min_line_bytes = 6;
 };
 
+// Where parse_lines puts each entry (0-based row and column, the value).
+struct CheckOnly {  // the serial replay: the lines are only checked
+  void operator()(int32_t, int32_t, double) {}
+};
+
+// Into the chunk's slot of the arena, keeping the rows the entries land in. The chunk's arrays and bounds are
+// kept here and stored back by finish(): the Entries of neighbouring chunks share cache lines, and a store per
+// entry into them is false sharing between the parse threads.
+class ArenaStore {
+ public:
+  ArenaStore(const EntryRules& r, Entries& out)
+      : out_(out), rows_(out.row), cols_(out.col), vals_(out.val), capacity_(out.capacity), pattern_(r.pattern),
+        mirrored_(r.mirrored) {}
+  void operator()(int32_t i, int32_t j, double v) {
+    if (n_ == capacity_) grow();
+    rows_[n_] = i, cols_[n_] = j;
+    if (!pattern_) vals_[n_] = v;
+    ++n_;
+    const int32_t lo = mirrored_ ? std::min(i, j) : i, hi = mirrored_ ? std::max(i, j) : i;
+    first_row_ = std::min(first_row_, lo), last_row_ = std::max(last_row_, hi);
+  }
+  void finish() { out_.first_row = first_row_, out_.last_row = last_row_; }
+
+ private:
+  // A chunk whose lines are shorter than the arena's estimate outgrows its slot: it moves to arrays of its own.
+  void grow() {
+    capacity_ = out_.capacity + out_.capacity / 2 + 64;
+    out_.own_row.resize(capacity_), out_.own_col.resize(capacity_);
+    std::copy_n(out_.row, out_.capacity, out_.own_row.data());
+    std::copy_n(out_.col, out_.capacity, out_.own_col.data());
+    if (!pattern_) {
+      out_.own_val.resize(capacity_);
+      std::copy_n(out_.val, out_.capacity, out_.own_val.data());
+    }
+    out_.row = out_.own_row.data(), out_.col = out_.own_col.data(), out_.val = pattern_ ? nullptr : out_.own_val.data();
+    out_.capacity = capacity_;
+    rows_ = out_.row, cols_ = out_.col, vals_ = out_.val;
+  }
+  Entries& out_;
+  int32_t* rows_;
+  int32_t* cols_;
+  double* vals_;
+  size_t capacity_;
+  size_t n_ = 0;
+  int32_t first_row_ = INT32_MAX, last_row_ = -1;
+  bool pattern_, mirrored_;
+};
+
 // Parses whole lines of the data section. The fast path takes the common line ("i j value" with plain
 // integers and a value std::from_chars reads whole); anything else, an error included, goes through the
 // serial reader's own line logic, so every value and every message is the one a one-thread read gives.
 // `allowed`: entries this chunk may hold before "more entries than declared" (the serial replay passes the
-// number left after the earlier chunks). With `store` false the lines are only checked (the replay).
-void parse_lines(const EntryRules& r, std::string_view text, long first_line, int64_t allowed, bool store,
-                 Entries& out) {
+// number left after the earlier chunks). Each entry goes to `store`; returns the number of entries and sets
+// `lines` to the lines begun in the text.
+template <class Store>
+int64_t parse_lines(const EntryRules& r, std::string_view text, long first_line, int64_t allowed, Store& store,
+                    long& lines) {
   const char* p = text.data();
   const char* const end = p + text.size();
-  // The chunk's arrays and bounds are kept in locals and stored back once: the Entries of neighbouring chunks
-  // share cache lines, and a store per entry into them is false sharing between the parse threads.
-  int32_t* rows_out = out.row;
-  int32_t* cols_out = out.col;
-  double* vals_out = out.val;
-  size_t capacity = out.capacity;
-  int32_t first_row = INT32_MAX, last_row = -1;
-  // A chunk whose lines are shorter than the arena's estimate outgrows its slot: it moves to arrays of its own.
-  auto grow = [&] {
-    capacity = out.capacity + out.capacity / 2 + 64;
-    out.own_row.resize(capacity), out.own_col.resize(capacity);
-    std::copy_n(out.row, out.capacity, out.own_row.data());
-    std::copy_n(out.col, out.capacity, out.own_col.data());
-    if (!r.pattern) {
-      out.own_val.resize(capacity);
-      std::copy_n(out.val, out.capacity, out.own_val.data());
-    }
-    out.row = out.own_row.data(), out.col = out.own_col.data(), out.val = r.pattern ? nullptr : out.own_val.data();
-    out.capacity = capacity;
-    rows_out = out.row, cols_out = out.col, vals_out = out.val;
-  };
   int64_t n = 0;
   long line = first_line - 1;
   while (p < end) {
@@ -615,26 +677,8 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
     double v = 1.0;
     bool fast = false;
     {
-      auto digits = [&](uint64_t& out_value) {
-        const char* s = q;
-        uint64_t x = 0;
-        uint64_t w;
-        int n;
-        while (end - q >= 8 && (std::memcpy(&w, q, 8), n = leading_digits8(w)) > 0) {  // indices: up to 10 digits
-          x = x * kPow10Int[n] + digits8_value(w, n);
-          q += n;
-          if (n < 8 || q - s > 18) break;
-        }
-        while (q < end && static_cast<unsigned>(*q - '0') < 10u && q - s <= 18)
-          x = x * 10 + static_cast<unsigned>(*q++ - '0');
-        out_value = x;
-        return q != s && q - s <= 18 && !(q < end && static_cast<unsigned>(*q - '0') < 10u);
-      };
-      auto blanks = [&] {
-        const char* s = q;
-        while (q < end && is_blank_char(*q)) ++q;
-        return q != s;
-      };
+      auto digits = [&](uint64_t& out_value) { return read_digits(q, end, out_value); };
+      auto blanks = [&] { return skip_blanks(q, end); };
       if (digits(i) && blanks() && digits(j)) {
         bool ok = true;
         if (!r.pattern) {
@@ -694,21 +738,13 @@ void parse_lines(const EntryRules& r, std::string_view text, long first_line, in
       i = static_cast<uint64_t>(si), j = static_cast<uint64_t>(sj);
       p = nl ? eol + 1 : end;
     }
-    if (store) {
-      if (static_cast<size_t>(n) == capacity) grow();
-      rows_out[n] = static_cast<int32_t>(i - 1);
-      cols_out[n] = static_cast<int32_t>(j - 1);
-      if (!r.pattern) vals_out[n] = v;
-      const int32_t lo = static_cast<int32_t>(r.mirrored ? std::min(i, j) : i) - 1;
-      const int32_t hi = static_cast<int32_t>(r.mirrored ? std::max(i, j) : i) - 1;
-      first_row = std::min(first_row, lo), last_row = std::max(last_row, hi);
-    }
+    store(static_cast<int32_t>(i - 1), static_cast<int32_t>(j - 1), v);
     ++n;
   }
-  out.count = n;
-  out.lines = line - first_line + 1;
-  out.first_row = first_row, out.last_row = last_row;
+  lines = line - first_line + 1;
+  return n;
 }
+
 
 // Cuts [begin, end of text) into pieces of about `chunk` bytes that end just after a '\n' (the last at the end).
 std::vector<std::pair<size_t, size_t>> cut_at_line_ends(const TextSource& text, size_t begin, size_t chunk) {
@@ -769,6 +805,182 @@ int32_t sort_and_merge_row(int32_t* col, double* val, int32_t len, std::vector<s
   return out;
 }
 
+// ---- The two-pass read: counts first, then the entries straight into the CSR ----
+// The one-pass read parses every chunk into an arena of (row, column, value) entries and scatters them into
+// the CSR: 16 bytes of fresh memory per entry that only live between the two (H100 machine, 128^3: a 134 MB
+// arena beside a 175 MB CSR, where making fresh memory ready runs at ~8 GB/s). Files sorted by row or column,
+// as SciPy and SuiteSparse write them, are read instead in two passes over the text: the first counts each
+// chunk's entries per row over the narrow window of rows a chunk of a sorted file touches, the counts give the
+// row pointers and each chunk its first slot in every row (chunks in file order), and the second parses
+// again and writes each entry into its slot, so every row receives its entries in file order, as in the
+// one-pass read: the same CSR bit for bit. A chunk whose rows spread wider than its window may grow, or a
+// line only the full parser reads, sends the whole file down the one-pass path, as do errors (which it names).
+
+// A chunk's row counts over its window of rows [lo, lo + count.size()); after the prefix pass, the chunk's
+// next slot in each of those rows.
+struct RowWindow {
+  int32_t lo = 0;
+  std::vector<int32_t> count;
+  int64_t entries = 0;
+  long lines = 0;
+  bool touches(int32_t a, int32_t b) const {
+    return !count.empty() && lo < b && int64_t{lo} + static_cast<int64_t>(count.size()) > a;
+  }
+};
+
+// Just after the first '\n' at or after q, or the end: 8 bytes at a time (a value is a few to 25 bytes, where a
+// memchr call costs more than the search).
+inline const char* after_line_end(const char* q, const char* end) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL, kNewlines = kOnes * '\n';
+  while (end - q >= 8) {
+    uint64_t w;
+    std::memcpy(&w, q, 8);
+    const uint64_t x = w ^ kNewlines;  // a '\n' byte becomes 0
+    const uint64_t zero = (x - kOnes) & ~x & kHigh;
+    if (zero) return q + __builtin_ctzll(zero) / 8 + 1;
+    q += 8;
+  }
+  while (q < end)
+    if (*q++ == '\n') return q;
+  return end;
+}
+
+// Pass 1 on one chunk: lines are told apart as parse_lines does (comment, blank, entry), and an entry's two
+// indices read; its value is skipped. False when a line is not plain "i j ..." with indices in range, or the
+// window would grow past `max_width` rows, or another chunk gave up.
+bool count_rows(const EntryRules& r, std::string_view text, size_t max_width, const std::atomic<bool>& gave_up,
+                RowWindow& w) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  const int64_t n = r.rows;
+  int64_t lo = 0, hi = 0;
+  std::vector<int32_t>& count = w.count;
+  auto place = [&](int64_t row) {
+    if (row < lo || row >= hi) {
+      const int64_t width = hi - lo;
+      // first 64 rows, then doubling towards the row (tiny chunks, as the tests cut, keep tiny windows)
+      const int64_t new_lo = count.empty() ? std::max<int64_t>(0, row - 8)
+                             : row < lo    ? std::max<int64_t>(0, std::min(row, lo - width))
+                                           : lo;
+      const int64_t new_hi = count.empty() ? std::min(n, row + 56)
+                             : row >= hi   ? std::min(n, std::max(row + 1, hi + width))
+                                           : hi;
+      if (static_cast<size_t>(new_hi - new_lo) > max_width || gave_up.load(std::memory_order_relaxed)) return false;
+      std::vector<int32_t> grown(static_cast<size_t>(new_hi - new_lo), 0);
+      std::copy(count.begin(), count.end(), grown.begin() + (lo - new_lo));
+      count.swap(grown);
+      lo = new_lo, hi = new_hi;
+    }
+    ++count[static_cast<size_t>(row - lo)];
+    return true;
+  };
+  int64_t entries = 0;
+  long lines = 0;
+  while (p < end) {
+    ++lines;
+    if (*p == '%') {
+      const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p));
+      p = nl ? static_cast<const char*>(nl) + 1 : end;
+      continue;
+    }
+    const char* q = p;
+    skip_blanks(q, end);
+    if (q == end || *q == '\n') {
+      p = q == end ? end : q + 1;
+      continue;
+    }
+    uint64_t i = 0, j = 0;
+    if (!read_digits(q, end, i) || !skip_blanks(q, end) || !read_digits(q, end, j)) return false;
+    if (i < 1 || i > uint64_t(r.rows) || j < 1 || j > uint64_t(r.cols)) return false;
+    p = after_line_end(q, end);
+    if (!place(static_cast<int64_t>(i) - 1)) return false;
+    if (r.mirrored && i != j && !place(static_cast<int64_t>(j) - 1)) return false;
+    ++entries;
+  }
+  w.lo = static_cast<int32_t>(lo);
+  w.entries = entries;
+  w.lines = lines;
+  return true;
+}
+
+// Pass 2's store: each entry (and its mirror) into the chunk's next slot of its row.
+struct SlotStore {
+  int32_t* col;
+  double* val;
+  int32_t* next;  // the window's slots
+  uint32_t lo, width;
+  bool mirrored;
+  double mirror_sign;
+  bool outside = false;  // an entry outside the window: pass 1 and pass 2 disagree (an internal error)
+  void operator()(int32_t i, int32_t j, double v) {
+    const uint32_t a = static_cast<uint32_t>(i) - lo;
+    if (a >= width) {
+      outside = true;
+      return;
+    }
+    const int32_t at = next[a]++;
+    col[at] = j, val[at] = v;
+    if (mirrored && i != j) {
+      const uint32_t b = static_cast<uint32_t>(j) - lo;
+      if (b >= width) {
+        outside = true;
+        return;
+      }
+      const int32_t at2 = next[b]++;
+      col[at2] = i, val[at2] = mirror_sign * v;
+    }
+  }
+};
+
+// Row ranges holding about nnz / parts entries each: range t is [bounds[t], bounds[t + 1]).
+std::vector<int32_t> rows_by_entries(const CsrMatrix& a, int parts) {
+  const int64_t stored = a.row_ptr[a.rows];
+  std::vector<int32_t> bounds(static_cast<size_t>(parts) + 1, a.rows);
+  bounds[0] = 0;
+  for (int t = 1; t < parts; ++t)
+    bounds[t] = static_cast<int32_t>(std::lower_bound(a.row_ptr.begin(), a.row_ptr.end(), even_split(stored, parts, t)) -
+                                     a.row_ptr.begin());
+  for (int t = 1; t <= parts; ++t) bounds[t] = std::max(bounds[t], bounds[t - 1]);
+  return bounds;
+}
+
+// Rows [lo, hi) of a CSR whose rows hold their entries in file order: each sorted and its duplicates summed,
+// its new length in length[i]; adds the entries merged away and the zeros kept (summed in locals: neighbouring
+// counters share cache lines).
+void sort_and_merge_rows(CsrMatrix& a, int32_t lo, int32_t hi, std::vector<int32_t>& length, int64_t& merged,
+                         int64_t& zeros) {
+  int32_t* col = a.col_idx.data();
+  double* val = a.values.data();
+  int64_t merged_here = 0, zeros_here = 0;
+  std::vector<std::pair<int32_t, double>> scratch;
+  for (int32_t i = lo; i < hi; ++i) {
+    const int32_t b = a.row_ptr[i], len = a.row_ptr[i + 1] - b;
+    length[i] = sort_and_merge_row(col + b, val + b, len, scratch);
+    merged_here += len - length[i];
+    for (int32_t p = b; p < b + length[i]; ++p) zeros_here += val[p] == 0.0;
+  }
+  merged += merged_here, zeros += zeros_here;
+}
+
+// Rare: closes the gaps merged duplicates left (row i keeps its first length[i] slots), in place, front to back.
+void close_merged_gaps(CsrMatrix& a, const std::vector<int32_t>& length) {
+  int32_t out = 0;
+  for (int32_t i = 0; i < a.rows; ++i) {
+    const int32_t b = a.row_ptr[i];
+    if (out != b) {
+      std::memmove(a.col_idx.data() + out, a.col_idx.data() + b, sizeof(int32_t) * length[i]);
+      std::memmove(a.values.data() + out, a.values.data() + b, sizeof(double) * length[i]);
+    }
+    a.row_ptr[i] = out;
+    out += length[i];
+  }
+  a.row_ptr[a.rows] = out;
+  a.col_idx.resize(static_cast<size_t>(out));
+  a.values.resize(static_cast<size_t>(out));
+  a.col_idx.shrink_to_fit();
+  a.values.shrink_to_fit();
+}
+
 // The CSR from the chunks' entries, in parallel and independent of the thread count: every thread owns a
 // range of rows and walks all entries in file order, keeping those of its rows (and the mirrors that land
 // in them), so each row receives its entries in the serial order; then it sorts and merges its own rows.
@@ -824,12 +1036,7 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   profile.allocate_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   // Scatter, sort, merge: each thread a range of rows holding about stored / parts entries.
-  std::vector<int32_t> bounds(static_cast<size_t>(parts) + 1, n);
-  bounds[0] = 0;
-  for (int t = 1; t < parts; ++t)
-    bounds[t] = static_cast<int32_t>(std::lower_bound(a.row_ptr.begin(), a.row_ptr.end(), even_split(stored, parts, t)) -
-                                     a.row_ptr.begin());
-  for (int t = 1; t <= parts; ++t) bounds[t] = std::max(bounds[t], bounds[t - 1]);
+  const std::vector<int32_t> bounds = rows_by_entries(a, parts);
   std::vector<int32_t> length(static_cast<size_t>(n));
   std::vector<int64_t> merged(static_cast<size_t>(parts), 0), zeros(static_cast<size_t>(parts), 0);
   parallel_for(parts, threads, [&](int64_t t) {
@@ -860,36 +1067,149 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
         }
       }
     }
-    int64_t merged_here = 0, zeros_here = 0;  // summed locally: neighbouring counters share cache lines
-    std::vector<std::pair<int32_t, double>> scratch;
-    for (int32_t i = lo; i < hi; ++i) {
-      const int32_t b = a.row_ptr[i], len = a.row_ptr[i + 1] - b;
-      length[i] = sort_and_merge_row(col + b, val + b, len, scratch);
-      merged_here += len - length[i];
-      for (int32_t p = b; p < b + length[i]; ++p) zeros_here += val[p] == 0.0;
-    }
-    merged[t] = merged_here, zeros[t] = zeros_here;
+    sort_and_merge_rows(a, lo, hi, length, merged[t], zeros[t]);
   });
   duplicates = explicit_zeros = 0;
   for (int t = 0; t < parts; ++t) duplicates += merged[t], explicit_zeros += zeros[t];
   profile.scatter_ms = ms_since(t0);
-  if (duplicates > 0) {  // rare: close the gaps merged duplicates left, in place, front to back
-    int32_t out = 0;
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t b = a.row_ptr[i];
-      if (out != b) {
-        std::memmove(a.col_idx.data() + out, a.col_idx.data() + b, sizeof(int32_t) * length[i]);
-        std::memmove(a.values.data() + out, a.values.data() + b, sizeof(double) * length[i]);
+  if (duplicates > 0) close_merged_gaps(a, length);
+  return a;
+}
+
+// What the parallel parse of a chunk came to.
+struct ChunkOutcome {
+  int64_t count = 0;    // entries
+  long lines = 0;       // lines begun in the chunk
+  bool failed = false;  // an error was met; the serial replay names it
+};
+
+// Errors and counts in file order: the first chunk that failed, or that holds the entry past the declared
+// count, is replayed serially from its true first line, which throws what the serial reader throws; then a
+// file with fewer entries than declared is named.
+struct ChunkReplay {
+  const EntryRules& r;
+  const TextSource& text;
+  const std::vector<std::pair<size_t, size_t>>& pieces;
+  long first_line;  // the line after the size line
+  HostVector<char>& scratch;
+
+  void throw_first_error(const std::vector<ChunkOutcome>& outcome) const {
+    long line = first_line;
+    int64_t read = 0;
+    for (size_t c = 0; c < pieces.size(); ++c) {
+      if (outcome[c].failed || read + outcome[c].count > r.declared) {
+        CheckOnly check;
+        long lines = 0;
+        parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch), line, r.declared - read, check, lines);
+        throw Error(r.source + ": internal error: chunk " + std::to_string(c) + " failed in parallel but not serially");
       }
-      a.row_ptr[i] = out;
-      out += length[i];
+      read += outcome[c].count;
+      line += outcome[c].lines;
     }
-    a.row_ptr[n] = out;
-    a.col_idx.resize(static_cast<size_t>(out));
-    a.values.resize(static_cast<size_t>(out));
-    a.col_idx.shrink_to_fit();
-    a.values.shrink_to_fit();
+    if (read < r.declared)
+      throw InputError(r.source, line - 1, "file ends after " + std::to_string(read) + " of " +
+                                               std::to_string(r.declared) + " declared entries");
   }
+};
+
+// The two-pass read (see above); nothing when the file goes down the one-pass path instead.
+std::optional<CsrMatrix> read_two_pass(const EntryRules& r, const TextSource& text,
+                                       const std::vector<std::pair<size_t, size_t>>& pieces,
+                                       const std::vector<size_t>& estimate, int threads,
+                                       std::vector<HostVector<char>>& scratch, std::future<CsrStorage>& storage,
+                                       const ChunkReplay& replay, int64_t& duplicates, int64_t& explicit_zeros,
+                                       ReadProfile& profile, std::chrono::steady_clock::time_point t_parse) {
+  const int64_t chunks = static_cast<int64_t>(pieces.size());
+  std::vector<RowWindow> window(pieces.size());
+  std::atomic<bool> gave_up{false};
+  // A window may span the chunk's own entries (a row-sorted file) and a band of mirrors beside them.
+  parallel_for(chunks, threads, [&](int64_t c, int worker) {
+    if (gave_up.load(std::memory_order_relaxed)) return;
+    const size_t max_width = estimate[c] * (r.mirrored ? 2 : 1) + TwoPassTuning::extra_window_rows;
+    if (!count_rows(r, text.range(pieces[c].first, pieces[c].second, scratch[worker]), max_width, gave_up, window[c]))
+      gave_up.store(true, std::memory_order_relaxed);
+  });
+  if (gave_up) return std::nullopt;
+  int64_t counted = 0;
+  for (const RowWindow& w : window) counted += w.entries;
+  if (counted != r.declared) return std::nullopt;  // the one-pass path names the problem
+
+  const auto t_slots = std::chrono::steady_clock::now();
+  const int32_t n = static_cast<int32_t>(r.rows);
+  CsrMatrix a;
+  a.rows = n, a.cols = static_cast<int32_t>(r.cols);
+  a.row_ptr.assign(static_cast<size_t>(n) + 1, 0);
+  const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{threads} * 8, n)));
+  // Row lengths, then each chunk's first slot in each of its rows: every thread a range of row numbers,
+  // walking the windows that touch it in file order.
+  auto for_window_rows = [&](int64_t t, auto&& fn) {
+    const int32_t lo = static_cast<int32_t>(even_split(n, parts, t)), hi = static_cast<int32_t>(even_split(n, parts, t + 1));
+    for (RowWindow& w : window) {
+      if (!w.touches(lo, hi)) continue;
+      const int32_t from = std::max(lo, w.lo), to = std::min<int64_t>(hi, int64_t{w.lo} + int64_t(w.count.size()));
+      int32_t* count = w.count.data() - w.lo;
+      for (int32_t i = from; i < to; ++i) fn(i, count[i]);
+    }
+  };
+  parallel_for(parts, threads, [&](int64_t t) {
+    int32_t* length = a.row_ptr.data() + 1;
+    for_window_rows(t, [&](int32_t i, int32_t& count) { length[i] += count; });
+  });
+  for (int32_t i = 0; i < n; ++i) a.row_ptr[i + 1] += a.row_ptr[i];
+  parallel_for(parts, threads, [&](int64_t t) {
+    std::vector<int32_t> next(a.row_ptr.begin() + even_split(n, parts, t), a.row_ptr.begin() + even_split(n, parts, t + 1));
+    int32_t* const slot = next.data() - even_split(n, parts, t);
+    for_window_rows(t, [&](int32_t i, int32_t& count) {
+      const int32_t here = count;
+      count = slot[i];
+      slot[i] += here;
+    });
+  });
+  const int64_t stored = a.row_ptr[n];
+  profile.count_ms = ms_since(t_slots);
+  auto t0 = std::chrono::steady_clock::now();
+  if (storage.valid()) {
+    CsrStorage ready = storage.get();
+    if (ready.col.capacity() >= static_cast<size_t>(stored)) a.col_idx = std::move(ready.col);
+    if (ready.val.capacity() >= static_cast<size_t>(stored)) a.values = std::move(ready.val);
+  }
+  a.col_idx.resize(static_cast<size_t>(stored));
+  a.values.resize(static_cast<size_t>(stored));
+  profile.allocate_ms = ms_since(t0);
+
+  // Pass 2: every entry into its slot.
+  std::vector<ChunkOutcome> outcome(pieces.size());
+  std::vector<char> outside(pieces.size(), 0);
+  parallel_for(chunks, threads, [&](int64_t c, int worker) {
+    RowWindow& w = window[c];
+    SlotStore store{a.col_idx.data(), a.values.data(), w.count.data(), static_cast<uint32_t>(w.lo),
+                    static_cast<uint32_t>(w.count.size()), r.mirrored, r.skew ? -1.0 : 1.0};
+    try {
+      outcome[c].count = parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch[worker]), 1, r.declared,
+                                     store, outcome[c].lines);
+    } catch (const InputError&) {
+      outcome[c].failed = true;
+    }
+    outside[c] = store.outside || (!outcome[c].failed && (outcome[c].count != w.entries || outcome[c].lines != w.lines));
+  });
+  replay.throw_first_error(outcome);
+  for (int64_t c = 0; c < chunks; ++c)
+    if (outside[c])
+      throw Error(r.source + ": internal error: the two passes over chunk " + std::to_string(c) + " disagree");
+  window.clear();
+  profile.method = "two passes";
+  profile.parse_ms = ms_since(t_parse);
+
+  t0 = std::chrono::steady_clock::now();
+  const std::vector<int32_t> bounds = rows_by_entries(a, parts);
+  std::vector<int32_t> length(static_cast<size_t>(n));
+  std::vector<int64_t> merged(static_cast<size_t>(parts), 0), zeros(static_cast<size_t>(parts), 0);
+  parallel_for(parts, threads, [&](int64_t t) { sort_and_merge_rows(a, bounds[t], bounds[t + 1], length, merged[t], zeros[t]); });
+  duplicates = explicit_zeros = 0;
+  for (int t = 0; t < parts; ++t) duplicates += merged[t], explicit_zeros += zeros[t];
+  if (duplicates > 0) close_merged_gaps(a, length);
+  profile.scatter_ms = ms_since(t0);
+  profile.build_ms = profile.count_ms + profile.allocate_ms + profile.scatter_ms;
   return a;
 }
 
@@ -940,25 +1260,15 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
                        : threads == 1  ? data_bytes
                                        : std::max<size_t>(size_t{128} << 10, data_bytes / (size_t(threads) * 8) + 1);
   const auto pieces = cut_at_line_ends(text, data_begin, chunk);
-  std::vector<Entries> chunks(pieces.size());
-  // One arena for every chunk's entries (three allocations, populated on every thread, rather than three per
-  // chunk, which contend for the process's memory map), each chunk a slot sized from the mean line length of
-  // the first data lines (5% over; a chunk that outgrows its slot moves to arrays of its own).
+  // Entries a chunk holds, estimated from the mean line length of the first data lines (5% over).
   HostVector<char> sample_scratch;
   const std::string_view sample = text.range(data_begin, std::min(text.size(), data_begin + 65536), sample_scratch);
   const double mean_line =
       double(sample.size()) / double(std::max<int64_t>(1, std::count(sample.begin(), sample.end(), '\n')));
-  std::vector<size_t> slot(pieces.size() + 1, 0);
+  std::vector<size_t> estimate(pieces.size());
   for (size_t c = 0; c < pieces.size(); ++c)
-    slot[c + 1] = slot[c] + static_cast<size_t>(std::min<double>(double(entries) + 1,
-                                                                 double(pieces[c].second - pieces[c].first) / mean_line * 1.05 + 64));
-  HostVector<int32_t> arena_row(slot.back()), arena_col(slot.back());
-  HostVector<double> arena_val(r.pattern ? 0 : slot.back());
-  for (size_t c = 0; c < pieces.size(); ++c) {
-    chunks[c].row = arena_row.data() + slot[c], chunks[c].col = arena_col.data() + slot[c];
-    chunks[c].val = r.pattern ? nullptr : arena_val.data() + slot[c];
-    chunks[c].capacity = slot[c + 1] - slot[c];
-  }
+    estimate[c] = static_cast<size_t>(
+        std::min<double>(double(entries) + 1, double(pieces[c].second - pieces[c].first) / mean_line * 1.05 + 64));
   std::vector<HostVector<char>> scratch(static_cast<size_t>(threads));
   std::future<CsrStorage> storage;
   if (threads > 1 && entries > 0)
@@ -968,34 +1278,47 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
       s.val.reserve(capacity);
       return s;
     });
-  parallel_for(static_cast<int64_t>(pieces.size()), threads, [&](int64_t c, int worker) {
-    try {
-      parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch[worker]), 1, entries, true, chunks[c]);
-    } catch (const InputError&) {
-      chunks[c] = Entries{};
-      chunks[c].failed = true;
-    }
-  });
-  // Errors and counts in file order: the first chunk that failed, or that holds the entry past the declared
-  // count, is replayed serially from its true first line, which throws what the serial reader throws.
-  long line = ps.reader.line_no() + 1;
-  int64_t read = 0;
-  for (size_t c = 0; c < pieces.size(); ++c) {
-    if (chunks[c].failed || read + chunks[c].count > entries) {
-      Entries unused;
-      parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch[0]), line, entries - read, false, unused);
-      throw Error(source + ": internal error: chunk " + std::to_string(c) + " failed in parallel but not serially");
-    }
-    read += chunks[c].count;
-    line += chunks[c].lines;
-  }
-  if (read < entries)
-    throw InputError(source, line - 1, "file ends after " + std::to_string(read) + " of " + std::to_string(entries) +
-                                           " declared entries");
-  scratch.clear();
-  text.release();
+  const ChunkReplay replay{r, text, pieces, ps.reader.line_no() + 1, scratch[0]};
   profile.threads = threads;
   profile.chunks = static_cast<int64_t>(pieces.size());
+  if (threads > 1 && entries > 0 && opt.two_pass) {
+    if (std::optional<CsrMatrix> a = read_two_pass(r, text, pieces, estimate, threads, scratch, storage, replay,
+                                                    info.duplicates_summed, info.explicit_zeros, profile, t_parse)) {
+      out.matrix = std::move(*a);
+      text.release();
+      info.read = profile;
+      return out;
+    }
+  }
+  profile.method = "one pass";
+  std::vector<Entries> chunks(pieces.size());
+  // One arena for every chunk's entries (three allocations, populated on every thread, rather than three per
+  // chunk, which contend for the process's memory map), each chunk a slot of its estimated size (a chunk that
+  // outgrows its slot moves to arrays of its own).
+  std::vector<size_t> slot(pieces.size() + 1, 0);
+  for (size_t c = 0; c < pieces.size(); ++c) slot[c + 1] = slot[c] + estimate[c];
+  HostVector<int32_t> arena_row(slot.back()), arena_col(slot.back());
+  HostVector<double> arena_val(r.pattern ? 0 : slot.back());
+  for (size_t c = 0; c < pieces.size(); ++c) {
+    chunks[c].row = arena_row.data() + slot[c], chunks[c].col = arena_col.data() + slot[c];
+    chunks[c].val = r.pattern ? nullptr : arena_val.data() + slot[c];
+    chunks[c].capacity = slot[c + 1] - slot[c];
+  }
+  std::vector<ChunkOutcome> outcome(pieces.size());
+  parallel_for(static_cast<int64_t>(pieces.size()), threads, [&](int64_t c, int worker) {
+    try {
+      ArenaStore store(r, chunks[c]);
+      outcome[c].count = chunks[c].count =
+          parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch[worker]), 1, entries, store, outcome[c].lines);
+      store.finish();
+    } catch (const InputError&) {
+      chunks[c] = Entries{};
+      outcome[c].failed = true;
+    }
+  });
+  replay.throw_first_error(outcome);
+  scratch.clear();
+  text.release();
   profile.parse_ms = ms_since(t_parse);
   const auto t_build = std::chrono::steady_clock::now();
   out.matrix = build_csr(r, chunks, threads, info.duplicates_summed, info.explicit_zeros, profile,

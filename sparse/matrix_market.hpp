@@ -18,6 +18,7 @@ struct ReadOptions {
   int threads = 0;                // 0: every hardware thread
   size_t chunk_bytes = 0;         // 0: automatic (a few chunks per thread); tests use tiny chunks
   uint64_t memory_available = 0;  // 0: what the OS says (MemAvailable); tests set it
+  bool two_pass = true;           // false: the one-pass read on every file (tests cover both)
 };
 
 // How a read went, for reports and `spcg bench read`.
@@ -26,13 +27,14 @@ struct ReadProfile {
   int64_t chunks = 0;
   uint64_t file_bytes = 0;   // on disk
   uint64_t text_bytes = 0;   // after decompression
-  std::string access;        // mmap | memory | libdeflate | zlib
-  double load_ms = 0;        // map, or read and decompress
-  double parse_ms = 0;       // chunks parsed into entries (and the header)
+  std::string access;        // read | memory | libdeflate | zlib
+  std::string method;        // "one pass" (entries, then the CSR) | "two passes" (counts, then the CSR)
+  double load_ms = 0;        // open, or read and decompress
+  double parse_ms = 0;       // the header and the chunks (two passes: both)
   double build_ms = 0;       // CSR: row pointers, scatter by row, row sort and duplicate merge; of which
-  double count_ms = 0;       //   row lengths and their prefix sum,
-  double allocate_ms = 0;    //   the CSR arrays (populated),
-  double scatter_ms = 0;     //   entries to their rows, rows sorted, duplicates merged
+  double count_ms = 0;       //   row lengths and their prefix sum (two passes: and each chunk's slots),
+  double allocate_ms = 0;    //   waiting for the CSR arrays (populated beside the parse),
+  double scatter_ms = 0;     //   entries to their rows (two passes: in pass 2), rows sorted, duplicates merged
 };
 
 struct MatrixMarketInfo {

@@ -1,6 +1,7 @@
 // libFuzzer target: the reader must throw InputError or succeed with a valid CSR, never crash or hang; and the
-// parallel path (3 threads, chunks of a few bytes, so boundaries fall everywhere) must give the one-thread
-// result exactly: the same CSR bit for bit, or the same message on the same line.
+// parallel paths (3 threads, chunks of a few bytes, so boundaries fall everywhere; the two-pass read and the
+// one-pass read) must give the one-thread result exactly: the same CSR bit for bit, or the same message on
+// the same line.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,9 +13,9 @@
 
 namespace {
 // "ok" plus the CSR's bytes, or the error's line and message.
-std::string outcome(const std::string& text, int threads, size_t chunk) {
+std::string outcome(const std::string& text, int threads, size_t chunk, bool two_pass) {
   spcg::ReadOptions o;
-  o.threads = threads, o.chunk_bytes = chunk;
+  o.threads = threads, o.chunk_bytes = chunk, o.two_pass = two_pass;
   o.memory_available = uint64_t{1} << 30;  // a header that needs more is refused, not allocated
   try {
     spcg::MatrixFile f = spcg::parse_matrix_market(text, "fuzz", o);
@@ -32,8 +33,9 @@ std::string outcome(const std::string& text, int threads, size_t chunk) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  const std::string serial = outcome(text, 1, 0);
-  if (outcome(text, 3, 1 + size % 13) != serial) std::abort();  // the parallel reader differs from the serial
+  const std::string serial = outcome(text, 1, 0, true);
+  for (bool two_pass : {true, false})
+    if (outcome(text, 3, 1 + size % 13, two_pass) != serial) std::abort();  // a parallel read differs from the serial
   try {
     spcg::parse_dense_matrix_market(text, "fuzz");
   } catch (const spcg::InputError&) {

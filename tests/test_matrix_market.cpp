@@ -124,19 +124,21 @@ TEST_P(MatrixMarketMalformed, ClearErrorWithLine) { expect_error(GetParam().text
 // The same message and line on every thread count and with chunk boundaries anywhere (a chunk that fails is
 // replayed serially from its true first line).
 TEST_P(MatrixMarketMalformed, SameErrorOnEveryThreadCount) {
-  for (int threads : {1, 2, 3, 7})
-    for (size_t chunk : {size_t{1}, size_t{5}, size_t{17}, size_t{0}}) {
-      ReadOptions o;
-      o.threads = threads, o.chunk_bytes = chunk;
-      try {
-        parse_matrix_market(GetParam().text, "test.mtx", o);
-        ADD_FAILURE() << "accepted with " << threads << " threads, chunks of " << chunk;
-      } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(GetParam().fragment), std::string::npos)
-            << e.what() << " (" << threads << " threads, chunks of " << chunk << ")";
-        EXPECT_EQ(e.line(), GetParam().line) << e.what() << " (" << threads << " threads, chunks of " << chunk << ")";
+  for (bool two_pass : {true, false})
+    for (int threads : {1, 2, 3, 7})
+      for (size_t chunk : {size_t{1}, size_t{5}, size_t{17}, size_t{0}}) {
+        ReadOptions o;
+        o.threads = threads, o.chunk_bytes = chunk, o.two_pass = two_pass;
+        const std::string how = " (" + std::to_string(threads) + " threads, chunks of " + std::to_string(chunk) +
+                                (two_pass ? "" : ", one pass") + ")";
+        try {
+          parse_matrix_market(GetParam().text, "test.mtx", o);
+          ADD_FAILURE() << "accepted" << how;
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find(GetParam().fragment), std::string::npos) << e.what() << how;
+          EXPECT_EQ(e.line(), GetParam().line) << e.what() << how;
+        }
       }
-    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -318,13 +320,15 @@ void expect_thread_invariant(const std::string& text, const std::string& what) {
   one.threads = 1;
   const MatrixFile want = parse_matrix_market(text, "t.mtx", one);
   want.matrix.validate(what);
-  for (int threads : {1, 2, 3, 7})
-    for (size_t chunk : {size_t{1}, size_t{3}, size_t{8}, size_t{64}, size_t{0}}) {
-      ReadOptions o;
-      o.threads = threads, o.chunk_bytes = chunk;
-      expect_same_csr(parse_matrix_market(text, "t.mtx", o), want,
-                      what + " (" + std::to_string(threads) + " threads, chunks of " + std::to_string(chunk) + ")");
-    }
+  for (bool two_pass : {true, false})
+    for (int threads : {1, 2, 3, 7})
+      for (size_t chunk : {size_t{1}, size_t{3}, size_t{8}, size_t{64}, size_t{0}}) {
+        ReadOptions o;
+        o.threads = threads, o.chunk_bytes = chunk, o.two_pass = two_pass;
+        expect_same_csr(parse_matrix_market(text, "t.mtx", o), want,
+                        what + " (" + std::to_string(threads) + " threads, chunks of " + std::to_string(chunk) +
+                            (two_pass ? "" : ", one pass") + ")");
+      }
 }
 
 std::string random_entries_text(const char* field, const char* symmetry, int n, int entries, uint64_t seed,
@@ -383,13 +387,43 @@ TEST(ParallelReader, SameCsrOnEveryThreadCountForTheInputsAndSharedFiles) {
     ReadOptions one;
     one.threads = 1;
     const MatrixFile want = read_matrix_market(f, one);
-    for (int threads : {2, 3, 7}) {
-      ReadOptions o;
-      o.threads = threads, o.chunk_bytes = 4096;
-      expect_same_csr(read_matrix_market(f, o), want, f + " (" + std::to_string(threads) + " threads)");
-    }
+    for (bool two_pass : {true, false})
+      for (int threads : {2, 3, 7}) {
+        ReadOptions o;
+        o.threads = threads, o.chunk_bytes = 4096, o.two_pass = two_pass;
+        expect_same_csr(read_matrix_market(f, o), want,
+                        f + " (" + std::to_string(threads) + " threads" + (two_pass ? "" : ", one pass") + ")");
+      }
     expect_thread_invariant(load_file_text(f), f);
   }
+}
+
+// Sorted files (as SciPy and SuiteSparse write them) take the two-pass read on several threads; a file whose
+// chunks each touch rows all over a large matrix gives up its windows and takes the one-pass read; both give
+// the one-thread CSR (one thread always reads in one pass).
+TEST(ParallelReader, TwoPassesOnSortedFilesOnePassOnScatteredOnes) {
+  const CsrMatrix sorted_source = poisson2d_5pt(60);
+  const std::string dir = ::testing::TempDir();
+  const std::string sorted = dir + "/spcg_two_pass_sorted.mtx";
+  WriteOptions w;
+  w.storage = MatrixStorage::symmetric_lower;
+  write_matrix_market(sorted, sorted_source, {}, w);
+  // 300000 x 300000, entries at random rows: a chunk of them spans far more rows than its window may.
+  const std::string scattered = random_entries_text("real", "general", 300000, 20000, 7, false, true);
+  ReadOptions one;
+  one.threads = 1;
+  ReadOptions several;
+  several.threads = 3, several.chunk_bytes = 4096;
+
+  const MatrixFile s1 = read_matrix_market(sorted, one), s3 = read_matrix_market(sorted, several);
+  EXPECT_EQ(s1.info.read.method, "one pass");
+  EXPECT_EQ(s3.info.read.method, "two passes");
+  expect_same_csr(s3, s1, sorted);
+  const MatrixFile c1 = parse_matrix_market(scattered, "scattered.mtx", one),
+                   c3 = parse_matrix_market(scattered, "scattered.mtx", several);
+  EXPECT_EQ(c3.info.read.method, "one pass");
+  expect_same_csr(c3, c1, "scattered");
+  std::remove(sorted.c_str());
 }
 
 // The reader's own decimal path (short and integer-valued numbers) and std::from_chars give strtod's double.
