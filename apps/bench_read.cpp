@@ -13,24 +13,26 @@
 
 namespace spcg {
 
-int bench_read(const std::vector<std::string>& files, int runs) {
+int bench_read(const std::vector<std::string>& files, int runs, const std::vector<int>& thread_counts) {
   if (files.empty()) throw UsageError("bench read: give one or more Matrix Market files");
-  const int all = hardware_threads();
   std::printf("%-28s %8s %10s %7s %9s %9s %8s %8s %8s %8s %20s %8s\n", "file", "MB", "entries", "threads", "ms", "MB/s",
               "Ment/s", "load", "parse", "build", "(count/alloc/scatter)", "speedup");
   for (const std::string& f : files) {
     double one_ms = 0;
     struct Variant {
       int threads;
-      bool two_pass;
+      ReadPasses passes;
     };
-    for (const Variant variant : {Variant{1, true}, Variant{all, true}, Variant{all, false}}) {
+    std::vector<Variant> variants{{1, ReadPasses::one}};
+    for (const int t : thread_counts)
+      if (t > 1) variants.push_back({t, ReadPasses::two}), variants.push_back({t, ReadPasses::one});
+    for (const Variant variant : variants) {
       const int threads = variant.threads;
       std::vector<double> total, load, parse, build, count, alloc, scatter;
       MatrixMarketInfo info;
       for (int r = 0; r < runs; ++r) {
         ReadOptions o;
-        o.threads = threads, o.two_pass = variant.two_pass;
+        o.threads = threads, o.passes = variant.passes;
         const auto t0 = std::chrono::steady_clock::now();
         const MatrixFile m = read_matrix_market(f, o);
         total.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -54,7 +56,6 @@ int bench_read(const std::vector<std::string>& files, int runs) {
                   mb, static_cast<long long>(info.declared_entries), threads, ms, mb / (ms / 1e3),
                   double(info.declared_entries) / (ms * 1e3), median(load), median(parse), median(build), split,
                   one_ms / ms, info.read.access.c_str(), info.read.method.c_str());
-      if (all == 1) break;
     }
   }
   return 0;

@@ -2,6 +2,7 @@
 // bandwidth measured in the same process, each figure printed beside its bytes model.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "bench_probes.hpp"
 #include "commands.hpp"
 #include "options.hpp"
+#include "parallel.hpp"
 #include "cuda_check.hpp"
 #include "device_formats.hpp"
 #include "eigen_bridge.hpp"
@@ -623,6 +625,21 @@ int bench_block_cg(const po::variables_map& vm) {
 
 }  // namespace
 
+namespace {
+// "0,4,8": thread counts for bench read, 0 meaning every core.
+std::vector<int> read_thread_counts(const std::string& list) {
+  std::vector<int> counts;
+  for (const std::string& item : split(list)) {
+    int t = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), t);
+    if (ec != std::errc() || end != item.data() + item.size() || t < 0)
+      throw UsageError("--threads: '" + item + "' is not a thread count");
+    counts.push_back(t == 0 ? hardware_threads() : t);
+  }
+  return counts;
+}
+}  // namespace
+
 int run_bench(const std::vector<std::string>& args) {
   po::options_description opts("spcg bench spmv|spmm|cg|block-cg [options]\n       spcg bench read FILE... [--runs N]\noptions");
   opts.add_options()("help,h", "show this help")("list", "list the registry kernels and exit")
@@ -634,6 +651,7 @@ int run_bench(const std::vector<std::string>& args) {
       ("kernels", po::value<std::string>()->default_value(""), "comma-separated registry names (default: all of the family, cuSPARSE, auto)")
       ("k", po::value<std::string>()->default_value("1,2,4,8,16,32"), "block widths (spmm), or the k of block-cg")
       ("runs", po::value<int>()->default_value(50), "timed runs per kernel (median reported)")
+      ("threads", po::value<std::string>()->default_value("0"), "read: comma-separated thread counts beside one (0: every core)")
       ("kernel", po::value<std::string>()->default_value("auto"), "cg: kernel for our CG")
       ("tol", po::value<double>()->default_value(1e-8), "cg/block-cg: relative tolerance")
       ("maxit", po::value<int>()->default_value(20000), "cg/block-cg: iteration limit")
@@ -653,7 +671,7 @@ int run_bench(const std::vector<std::string>& args) {
   if (vm["runs"].as<int>() < 1) throw UsageError("--runs must be >= 1");
   if (vm["what"].as<std::string>() == "read")  // the host reader: no device, few runs (each reads the whole file)
     return bench_read(vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{},
-                      vm["runs"].defaulted() ? 5 : vm["runs"].as<int>());
+                      vm["runs"].defaulted() ? 5 : vm["runs"].as<int>(), read_thread_counts(vm["threads"].as<std::string>()));
   if (vm.count("files")) throw UsageError("unexpected arguments after '" + vm["what"].as<std::string>() + "'");
   if (!vm.count("no-files")) mtx_files(vm["matrix-dir"].as<std::string>());  // arguments before the device
   std::string why;

@@ -9,7 +9,8 @@ int run_solve(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 // spcg bench read FILE...: the reader on one thread and on every core (apps/bench_read.cpp).
-int bench_read(const std::vector<std::string>& files, int runs);
+// `threads`: the thread counts read beside one thread (each with two passes and with one).
+int bench_read(const std::vector<std::string>& files, int runs, const std::vector<int>& threads);
 // Milliseconds since main() was entered: the report's wall time of the whole process.
 double ms_since_process_start();
 }  // namespace spcg

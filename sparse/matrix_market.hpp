@@ -14,11 +14,17 @@
 
 namespace spcg {
 
+// How the parallel read builds the CSR (matrix_market.cpp says why there are two ways): `two` counts rows on a
+// first pass over the text and writes entries straight into the CSR on a second; `one` parses into entries
+// and scatters them; `automatic` takes two passes on enough threads (one thread always reads in one pass, and
+// a file whose chunks spread over too many rows falls back to one).
+enum class ReadPasses { automatic, one, two };
+
 struct ReadOptions {
   int threads = 0;                // 0: every hardware thread
   size_t chunk_bytes = 0;         // 0: automatic (a few chunks per thread); tests use tiny chunks
   uint64_t memory_available = 0;  // 0: what the OS says (MemAvailable); tests set it
-  bool two_pass = true;           // false: the one-pass read on every file (tests cover both)
+  ReadPasses passes = ReadPasses::automatic;
 };
 
 // How a read went, for reports and `spcg bench read`.

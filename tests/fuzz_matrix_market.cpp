@@ -13,9 +13,9 @@
 
 namespace {
 // "ok" plus the CSR's bytes, or the error's line and message.
-std::string outcome(const std::string& text, int threads, size_t chunk, bool two_pass) {
+std::string outcome(const std::string& text, int threads, size_t chunk, spcg::ReadPasses passes) {
   spcg::ReadOptions o;
-  o.threads = threads, o.chunk_bytes = chunk, o.two_pass = two_pass;
+  o.threads = threads, o.chunk_bytes = chunk, o.passes = passes;
   o.memory_available = uint64_t{1} << 30;  // a header that needs more is refused, not allocated
   try {
     spcg::MatrixFile f = spcg::parse_matrix_market(text, "fuzz", o);
@@ -33,9 +33,9 @@ std::string outcome(const std::string& text, int threads, size_t chunk, bool two
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  const std::string serial = outcome(text, 1, 0, true);
-  for (bool two_pass : {true, false})
-    if (outcome(text, 3, 1 + size % 13, two_pass) != serial) std::abort();  // a parallel read differs from the serial
+  const std::string serial = outcome(text, 1, 0, spcg::ReadPasses::automatic);
+  for (spcg::ReadPasses passes : {spcg::ReadPasses::two, spcg::ReadPasses::one})
+    if (outcome(text, 3, 1 + size % 13, passes) != serial) std::abort();  // a parallel read differs from the serial
   try {
     spcg::parse_dense_matrix_market(text, "fuzz");
   } catch (const spcg::InputError&) {

@@ -124,13 +124,13 @@ TEST_P(MatrixMarketMalformed, ClearErrorWithLine) { expect_error(GetParam().text
 // The same message and line on every thread count and with chunk boundaries anywhere (a chunk that fails is
 // replayed serially from its true first line).
 TEST_P(MatrixMarketMalformed, SameErrorOnEveryThreadCount) {
-  for (bool two_pass : {true, false})
+  for (ReadPasses passes : {ReadPasses::two, ReadPasses::one})
     for (int threads : {1, 2, 3, 7})
       for (size_t chunk : {size_t{1}, size_t{5}, size_t{17}, size_t{0}}) {
         ReadOptions o;
-        o.threads = threads, o.chunk_bytes = chunk, o.two_pass = two_pass;
+        o.threads = threads, o.chunk_bytes = chunk, o.passes = passes;
         const std::string how = " (" + std::to_string(threads) + " threads, chunks of " + std::to_string(chunk) +
-                                (two_pass ? "" : ", one pass") + ")";
+                                (passes == ReadPasses::two ? "" : ", one pass") + ")";
         try {
           parse_matrix_market(GetParam().text, "test.mtx", o);
           ADD_FAILURE() << "accepted" << how;
@@ -320,14 +320,14 @@ void expect_thread_invariant(const std::string& text, const std::string& what) {
   one.threads = 1;
   const MatrixFile want = parse_matrix_market(text, "t.mtx", one);
   want.matrix.validate(what);
-  for (bool two_pass : {true, false})
+  for (ReadPasses passes : {ReadPasses::two, ReadPasses::one})
     for (int threads : {1, 2, 3, 7})
       for (size_t chunk : {size_t{1}, size_t{3}, size_t{8}, size_t{64}, size_t{0}}) {
         ReadOptions o;
-        o.threads = threads, o.chunk_bytes = chunk, o.two_pass = two_pass;
+        o.threads = threads, o.chunk_bytes = chunk, o.passes = passes;
         expect_same_csr(parse_matrix_market(text, "t.mtx", o), want,
                         what + " (" + std::to_string(threads) + " threads, chunks of " + std::to_string(chunk) +
-                            (two_pass ? "" : ", one pass") + ")");
+                            (passes == ReadPasses::two ? "" : ", one pass") + ")");
       }
 }
 
@@ -387,18 +387,18 @@ TEST(ParallelReader, SameCsrOnEveryThreadCountForTheInputsAndSharedFiles) {
     ReadOptions one;
     one.threads = 1;
     const MatrixFile want = read_matrix_market(f, one);
-    for (bool two_pass : {true, false})
+    for (ReadPasses passes : {ReadPasses::two, ReadPasses::one})
       for (int threads : {2, 3, 7}) {
         ReadOptions o;
-        o.threads = threads, o.chunk_bytes = 4096, o.two_pass = two_pass;
+        o.threads = threads, o.chunk_bytes = 4096, o.passes = passes;
         expect_same_csr(read_matrix_market(f, o), want,
-                        f + " (" + std::to_string(threads) + " threads" + (two_pass ? "" : ", one pass") + ")");
+                        f + " (" + std::to_string(threads) + " threads" + (passes == ReadPasses::two ? "" : ", one pass") + ")");
       }
     expect_thread_invariant(load_file_text(f), f);
   }
 }
 
-// Sorted files (as SciPy and SuiteSparse write them) take the two-pass read on several threads; a file whose
+// Sorted files (as SciPy and SuiteSparse write them) take the two-pass read when asked; a file whose
 // chunks each touch rows all over a large matrix gives up its windows and takes the one-pass read; both give
 // the one-thread CSR (one thread always reads in one pass).
 TEST(ParallelReader, TwoPassesOnSortedFilesOnePassOnScatteredOnes) {
@@ -413,7 +413,7 @@ TEST(ParallelReader, TwoPassesOnSortedFilesOnePassOnScatteredOnes) {
   ReadOptions one;
   one.threads = 1;
   ReadOptions several;
-  several.threads = 3, several.chunk_bytes = 4096;
+  several.threads = 3, several.chunk_bytes = 4096, several.passes = ReadPasses::two;
 
   const MatrixFile s1 = read_matrix_market(sorted, one), s3 = read_matrix_market(sorted, several);
   EXPECT_EQ(s1.info.read.method, "one pass");
@@ -423,6 +423,11 @@ TEST(ParallelReader, TwoPassesOnSortedFilesOnePassOnScatteredOnes) {
                    c3 = parse_matrix_market(scattered, "scattered.mtx", several);
   EXPECT_EQ(c3.info.read.method, "one pass");
   expect_same_csr(c3, c1, "scattered");
+  // automatic: two passes from TwoPassTuning::min_threads (8) threads on, one pass below
+  ReadOptions few = several, many = several;
+  few.passes = many.passes = ReadPasses::automatic, many.threads = 8;
+  EXPECT_EQ(read_matrix_market(sorted, few).info.read.method, "one pass");
+  EXPECT_EQ(read_matrix_market(sorted, many).info.read.method, "two passes");
   std::remove(sorted.c_str());
 }
 
