@@ -40,10 +40,11 @@ constexpr size_t kBytesPerReadThread = size_t{512} << 10;
 // pass. The windows then take at most ~4-8 bytes per entry plus 256 KB per chunk, against 16 per entry for
 // the one-pass arena.
 // Two passes parse the text twice to save the arena's fresh memory: they lose on few threads (development
-// machine, 2 threads, 128^3: 195 ms vs 153 ms) and win on many (H100 machine, 16: 92-94 ms vs 112-115 ms).
+// machine, 128^3, 2 threads: 195-203 ms vs 153-161 ms) and win from 6 (H100 machine, `bench read --threads`,
+// one pass / two passes: 4 threads 234 / 230 ms, 6 186 / 174, 8 168 / 140, 12 130 / 119, 16 132 / 108).
 struct TwoPassTuning {
   static constexpr size_t extra_window_rows = 65536;
-  static constexpr int min_threads = 8;
+  static constexpr int min_threads = 6;
 };
 
 std::string lower(std::string_view s) {

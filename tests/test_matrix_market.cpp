@@ -423,9 +423,9 @@ TEST(ParallelReader, TwoPassesOnSortedFilesOnePassOnScatteredOnes) {
                    c3 = parse_matrix_market(scattered, "scattered.mtx", several);
   EXPECT_EQ(c3.info.read.method, "one pass");
   expect_same_csr(c3, c1, "scattered");
-  // automatic: two passes from TwoPassTuning::min_threads (8) threads on, one pass below
+  // automatic: two passes from TwoPassTuning::min_threads (6) threads on, one pass below
   ReadOptions few = several, many = several;
-  few.passes = many.passes = ReadPasses::automatic, many.threads = 8;
+  few.passes = many.passes = ReadPasses::automatic, many.threads = 6;
   EXPECT_EQ(read_matrix_market(sorted, few).info.read.method, "one pass");
   EXPECT_EQ(read_matrix_market(sorted, many).info.read.method, "two passes");
   std::remove(sorted.c_str());
