@@ -433,7 +433,7 @@ int bench_cg(const po::variables_map& vm) {
     double timed_ms = 0;
     for (int rep = 0; rep < 3 || (timed_ms < 50 && rep < 41); ++rep) {
       X.values.upload(std::vector<double>(a.rows, 0.0));
-      res = solve("cg", *op, nullptr, B, X, o);
+      res = solve(SolverKind::cg, *op, nullptr, B, X, o);
       if (rep > 0) per_iter.push_back(res.solve_ms / std::max(1, res.columns[0].iterations)), timed_ms += res.solve_ms;
     }
     const double us_iter = 1e3 * median(per_iter);
@@ -512,13 +512,13 @@ void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Json&
       SolveOptions o;
       o.stop = {rtol, 0, vm["maxit"].as<int>()};
       o.time_kernels = false;
-      o.precond = jacobi ? "jacobi" : "none";
-      auto run = [&](const std::string& solver) {
+      const char* precond = name_of(jacobi ? Preconditioner::jacobi : Preconditioner::none);
+      auto run = [&](SolverKind solver) {
         X.values.upload(std::vector<double>(X.size(), 0.0));
         return solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
       };
-      SolveResult block = run("block-cg"), multi = run("multi-cg");
-      const SolveResult block2 = run("block-cg"), multi2 = run("multi-cg");
+      SolveResult block = run(SolverKind::block_cg), multi = run(SolverKind::multi_cg);
+      const SolveResult block2 = run(SolverKind::block_cg), multi2 = run(SolverKind::multi_cg);
       block.solve_ms = std::min(block.solve_ms, block2.solve_ms), multi.solve_ms = std::min(multi.solve_ms, multi2.solve_ms);
       const int bi = max_iterations(block), mi = max_iterations(multi);
       ++solves;
@@ -534,9 +534,9 @@ void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Json&
                                  ? std::to_string(block.fallback_columns) + " column(s): " + block.fallback_reason
                                  : "-";
       std::printf("%-22s %8d %-7s %9d %9d %7.2f %10.2f %10.2f %-9s %s\n", p.name.substr(0, 22).c_str(), a.rows,
-                  o.precond.c_str(), bi, mi, static_cast<double>(bi) / std::max(1, mi), block.solve_ms, multi.solve_ms,
+                  precond, bi, mi, static_cast<double>(bi) / std::max(1, mi), block.solve_ms, multi.solve_ms,
                   conv.c_str(), fb.c_str());
-      j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("precond", o.precond);
+      j.begin_object().kv("matrix", p.name).kv("rows", a.rows).kv("precond", precond);
       j.kv("block_cg_iterations", bi).kv("multi_cg_iterations", mi).kv("block_cg_converged", block.all_converged());
       j.kv("block_cg_ms", block.solve_ms).kv("multi_cg_ms", multi.solve_ms);
       j.kv("multi_cg_converged", multi.all_converged()).kv("fallback_columns", block.fallback_columns);
@@ -580,7 +580,7 @@ int bench_block_cg(const po::variables_map& vm) {
     SolveOptions o;
     o.stop = {rtol, 0, vm["maxit"].as<int>()};
     o.time_kernels = false;
-    auto run = [&](const std::string& solver, const LinearOperator& op, DeviceBlock& Bx, DeviceBlock& Xx) {
+    auto run = [&](SolverKind solver, const LinearOperator& op, DeviceBlock& Bx, DeviceBlock& Xx) {
       SolveResult r;
       std::vector<double> ms;
       for (int rep = 0; rep < 2; ++rep) {
@@ -591,9 +591,9 @@ int bench_block_cg(const po::variables_map& vm) {
       r.solve_ms = ms.back();
       return r;
     };
-    const SolveResult single = run("cg", *op1, B1, X1);
-    const SolveResult block = run("block-cg", *opk, B, X);
-    const SolveResult multi = run("multi-cg", *opk, B, X);
+    const SolveResult single = run(SolverKind::cg, *op1, B1, X1);
+    const SolveResult block = run(SolverKind::block_cg, *opk, B, X);
+    const SolveResult multi = run(SolverKind::multi_cg, *opk, B, X);
     auto worst = [](const SolveResult& r) {
       double w = 0;
       for (const auto& c : r.columns) w = std::max(w, c.true_residual / c.b_norm);

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "cuda_check.hpp"
 #include "error.hpp"
 
 namespace {

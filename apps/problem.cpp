@@ -42,12 +42,7 @@ Problem load_problem(const std::string& src, const ReadOptions& read, bool with_
 
 DenseBlock make_rhs(const std::string& spec, int32_t n, int32_t k, uint64_t seed) {
   if (spec == "ones") return DenseBlock(n, k, 1.0);
-  if (spec == "random") {
-    DenseBlock b(n, k);
-    SplitMix64 rng(seed);
-    for (double& v : b.data) v = 2.0 * rng.uniform() - 1.0;
-    return b;
-  }
+  if (spec == "random") return random_block(n, k, seed);
   DenseFile f = read_dense_matrix_market(spec);
   if (f.block.rows != n)
     throw InputError(spec, 0, "right-hand side has " + std::to_string(f.block.rows) + " rows, the matrix has " +

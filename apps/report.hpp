@@ -8,11 +8,6 @@
 
 namespace spcg {
 
-struct Phase {
-  std::string name;
-  double ms;
-};
-
 struct SolveReport {
   std::string matrix, name, kernel, kernel_reason, backend, solver, precond, vector_ops;
   ReadProfile reader;  // files: how the read went (empty access for generated matrices)

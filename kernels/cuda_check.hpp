@@ -8,44 +8,13 @@
 #include <memory>
 #include <string>
 
+#include "cuda_start.hpp"
 #include "error.hpp"
 
 namespace spcg {
 
-class CudaError : public Error {
- public:
-  using Error::Error;
-};
-
-// Not enough device memory: says how much was asked for and how much is free.
-class DeviceMemoryError : public CudaError {
- public:
-  using CudaError::CudaError;
-};
-
 [[noreturn]] void throw_cuda_error(const char* library, const char* call, const std::string& detail, const char* file,
                                    int line);
-
-// True when a CUDA device is usable; `why` says why not.
-bool cuda_device_available(std::string* why = nullptr);
-
-// Starts CUDA (driver, device 0's context) on a thread of its own, so that it overlaps what the caller does
-// meanwhile: about 220 ms on the H100 machine, as long as reading a 150 MB file. wait() joins and says whether
-// a device is usable; the context is the process's, shared by every thread.
-class CudaStart {
- public:
-  CudaStart();
-  ~CudaStart();
-  CudaStart(const CudaStart&) = delete;
-  CudaStart& operator=(const CudaStart&) = delete;
-  bool wait(std::string* why = nullptr);
-  double ms() const { return ms_; }  // how long starting took (valid after wait)
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-  double ms_ = 0;
-};
 
 }  // namespace spcg
 

@@ -7,17 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "kernel_stat.hpp"
 #include "nvtx.hpp"
 
 namespace spcg {
-
-struct KernelStat {
-  std::string name;
-  int64_t calls = 0;
-  double total_ms = 0;
-  double bytes_per_call = 0;  // the kernel's bytes model, mean over the calls (block CG's widths shrink)
-  double total_bytes = 0;
-};
 
 class KernelTimer {
  public:

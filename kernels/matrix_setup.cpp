@@ -27,22 +27,40 @@ std::shared_ptr<const DeviceDia> shared_dia(const MatrixSetup& m, const std::str
 }
 
 MatrixSetup::MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed)
-    : host_(host), duplicates_summed_(duplicates_summed) {}
+    : host_(&host), rows_(host.rows), cols_(host.cols), nnz_(host.nnz()), duplicates_summed_(duplicates_summed) {}
+
+MatrixSetup::MatrixSetup(std::shared_ptr<const DeviceCsr> device, int64_t duplicates_summed)
+    : host_(nullptr), rows_(device->rows), cols_(device->cols), nnz_(device->nnz), duplicates_summed_(duplicates_summed),
+      device_(std::move(device)) {}
 
 MatrixSetup::~MatrixSetup() = default;
 
+const CsrMatrix& MatrixSetup::host() const {
+  if (host_) return *host_;
+  if (!downloaded_) {
+    auto h = std::make_unique<CsrMatrix>();
+    h->rows = rows_, h->cols = cols_;
+    h->row_ptr = device_->row_ptr.download<HostVector<int32_t>>();
+    h->col_idx = device_->col_idx.download<HostVector<int32_t>>();
+    h->values = device_->values.download<HostVector<double>>();
+    downloaded_ = std::move(h);
+  }
+  return *downloaded_;
+}
+
 const std::shared_ptr<const DeviceCsr>& MatrixSetup::device_csr() const {
   if (!device_) {
+    const CsrMatrix& host = *host_;
     const auto t0 = std::chrono::steady_clock::now();
     auto d = std::make_shared<DeviceCsr>();
-    d->rows = host_.rows, d->cols = host_.cols, d->nnz = host_.nnz();
-    d->row_ptr = DeviceArray<int32_t>(host_.row_ptr.size(), "CSR row pointers");
-    d->col_idx = DeviceArray<int32_t>(host_.col_idx.size(), "CSR column indices");
-    d->values = DeviceArray<double>(host_.values.size(), "CSR values");
+    d->rows = host.rows, d->cols = host.cols, d->nnz = host.nnz();
+    d->row_ptr = DeviceArray<int32_t>(host.row_ptr.size(), "CSR row pointers");
+    d->col_idx = DeviceArray<int32_t>(host.col_idx.size(), "CSR column indices");
+    d->values = DeviceArray<double>(host.values.size(), "CSR values");
     uploader_ = std::make_unique<PinnedUploader>();
-    uploader_->copy(d->row_ptr.data(), host_.row_ptr.data(), d->row_ptr.bytes());
-    uploader_->copy(d->col_idx.data(), host_.col_idx.data(), d->col_idx.bytes());
-    uploader_->copy(d->values.data(), host_.values.data(), d->values.bytes());
+    uploader_->copy(d->row_ptr.data(), host.row_ptr.data(), d->row_ptr.bytes());
+    uploader_->copy(d->col_idx.data(), host.col_idx.data(), d->col_idx.bytes());
+    uploader_->copy(d->values.data(), host.values.data(), d->values.bytes());
     uploader_->finish();
     device_ = std::move(d);
     times_.upload_ms += elapsed_ms(t0);

@@ -34,14 +34,17 @@ class MatrixSetup {
   // From a host CSR, held by reference (it must outlive the setup, not the operators built from it).
   // Implicit on purpose: a factory given a plain CsrMatrix builds from a setup of its own.
   MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed = 0);  // NOLINT(google-explicit-constructor)
+  // From a CSR already on the device (the library's device input): the host copy is downloaded only when a
+  // layout built on the host asks for it.
+  explicit MatrixSetup(std::shared_ptr<const DeviceCsr> device, int64_t duplicates_summed = 0);
   ~MatrixSetup();
   MatrixSetup(const MatrixSetup&) = delete;
   MatrixSetup& operator=(const MatrixSetup&) = delete;
 
-  int32_t rows() const { return host_.rows; }
-  int32_t cols() const { return host_.cols; }
-  int64_t nnz() const { return host_.nnz(); }
-  const CsrMatrix& host() const { return host_; }
+  int32_t rows() const { return rows_; }
+  int32_t cols() const { return cols_; }
+  int64_t nnz() const { return nnz_; }
+  const CsrMatrix& host() const;
   const std::shared_ptr<const DeviceCsr>& device_csr() const;
   const MatrixStats& stats() const;
   // The DIA layout (shared by the DIA kernels that ask for the same storage), built on the device. Throws
@@ -51,7 +54,10 @@ class MatrixSetup {
   const SetupTimes& times() const { return times_; }
 
  private:
-  const CsrMatrix& host_;
+  const CsrMatrix* host_;
+  mutable std::unique_ptr<CsrMatrix> downloaded_;  // device input: the host copy, made on first use
+  int32_t rows_, cols_;
+  int64_t nnz_;
   int64_t duplicates_summed_;
   mutable std::unique_ptr<PinnedUploader> uploader_;  // unlocks the host CSR after the upload, joined last
   mutable std::shared_ptr<const DeviceCsr> device_;

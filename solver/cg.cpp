@@ -88,10 +88,11 @@ void cg_persistent(const CsrView& view, const double* dinv, const double* b, dou
 void cg_single(const LinearOperator& A, const double* dinv, const double* b, double* x, const SolveOptions& o,
                cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = A.rows();
-  if (o.vector_ops == "fused" && o.persistent != "off") {
+  if (o.vector_ops == VectorOps::fused && o.persistent != Switch::off) {
     const CsrView view = A.csr_view();
     if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(view, dinv, b, x, o, s, timer, mon, column, res);
-    if (o.persistent == "on") throw UsageError("--persistent on: this operator keeps no small CSR copy (use --kernel auto, n <= 65536)");
+    if (o.persistent == Switch::on)
+      throw UsageError("the persistent CG was asked for, but this operator keeps no small CSR copy (kernel auto, n <= 65536)");
   }
   const double spmv_bytes = A.bytes_per_apply(1);
   DeviceArray<double> r(n, "CG residual"), p(n, "CG direction"), q(n, "CG A*p"), z(dinv ? n : 0, "CG z");
@@ -106,7 +107,7 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
   ++res.operator_applies, ++res.operator_columns;
   const double tol = mon.tolerance(column);
 
-  if (o.vector_ops == "thrust") {
+  if (o.vector_ops == VectorOps::thrust) {
     auto dot = [&](const char* name, const double* u, const double* v) {
       double d = 0;
       timer.run(name, 16.0 * n, [&] { d = thrust_dot(u, v, n, s); });
@@ -150,7 +151,7 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
   CHECK_CUDA(cudaMemcpyAsync(dsc.data(), &hsc, sizeof hsc, cudaMemcpyHostToDevice, s));
   timer.run("cg-start", (dinv ? 40.0 : 24.0) * n, [&] { launch_cg_start(n, r.data(), dinv, z.data(), p.data(), dsc.data(), ws, s); });
 
-  const bool use_graph = o.graph == "on" || (o.graph == "auto" && !timer.enabled());
+  const bool use_graph = o.graph == Switch::on || (o.graph == Switch::automatic && !timer.enabled());
   IterationRunner runner(s, use_graph, timer);
   res.used_graph = use_graph;
   const int batch = std::max(1, o.monitor_every > 0 ? std::min(o.check_every, o.monitor_every) : o.check_every);

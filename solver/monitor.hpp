@@ -7,16 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "spcg/solve_types.hpp"
+
 namespace spcg {
-
-enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite };
-const char* to_string(ColumnStatus s);
-
-struct StopRule {
-  double rtol = 1e-8;
-  double atol = 0;
-  int max_iterations = 10000;
-};
 
 class Monitor {
  public:

@@ -43,7 +43,7 @@ SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const De
   res.operator_applies = 1, res.operator_columns = k;
   timer.run("cg-start", (dinv ? 40.0 : 24.0) * n * k,
             [&] { launch_multi_cg_start(n, k, R.data(), dinv, Z.data(), P.data(), dsc.data(), ws, s); });
-  const bool use_graph = o.graph == "on" || (o.graph == "auto" && !timer.enabled());
+  const bool use_graph = o.graph == Switch::on || (o.graph == Switch::automatic && !timer.enabled());
   res.used_graph = use_graph;
   IterationRunner runner(s, use_graph, timer);
   const int batch = std::max(1, o.monitor_every > 0 ? std::min(o.check_every, o.monitor_every) : o.check_every);

@@ -38,13 +38,14 @@ void finish_result(SolveResult& res, const Monitor& mon, const std::vector<doubl
   res.history = mon.history();
 }
 
-SolveResult solve(const std::string& solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
+SolveResult solve(SolverKind solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
                   DeviceBlock& X, const SolveOptions& o, cudaStream_t s) {
   SolveResult r;
-  if (solver == "cg") r = solve_cg(A, dinv, B, X, o, s);
-  else if (solver == "multi-cg") r = solve_multi_cg(A, dinv, B, X, o, s);
-  else if (solver == "block-cg") r = solve_block_cg(A, dinv, B, X, o, s);
-  else throw UsageError("unknown solver '" + solver + "'; choose cg, block-cg or multi-cg");
+  switch (solver) {
+    case SolverKind::cg: r = solve_cg(A, dinv, B, X, o, s); break;
+    case SolverKind::multi_cg: r = solve_multi_cg(A, dinv, B, X, o, s); break;
+    case SolverKind::block_cg: r = solve_block_cg(A, dinv, B, X, o, s); break;
+  }
   const std::vector<double> t = true_residual_norms(A, B, X, s);
   for (size_t j = 0; j < r.columns.size(); ++j) r.columns[j].true_residual = t[j];
   return r;

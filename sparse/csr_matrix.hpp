@@ -46,4 +46,12 @@ CsrMatrix csr_from_triplets(int32_t rows, int32_t cols, const std::vector<int32_
 // Pattern/numerical transpose.
 CsrMatrix transpose(const CsrMatrix& a);
 
+// Y = alpha * A * X + beta * Y, accumulated in long double (the reference the GPU kernels are held to).
+// beta == 0 never reads Y (NaN-poisoned Y stays out of the result).
+void reference_spmm(const CsrMatrix& a, double alpha, const DenseBlock& x, double beta, DenseBlock& y);
+
+// ||b - A x|| / ||b|| per column (||b - A x|| where b's column is zero), in long double: a host check of a
+// solution.
+std::vector<double> relative_residuals(const CsrMatrix& a, const DenseBlock& x, const DenseBlock& b);
+
 }  // namespace spcg

@@ -31,32 +31,6 @@ CsrMatrix from_eigen(const EigenCsr& m0) {
   return a;
 }
 
-void reference_spmm(const CsrMatrix& a, double alpha, const DenseBlock& x, double beta, DenseBlock& y) {
-  if (x.rows != a.cols || y.rows != a.rows || x.cols != y.cols) throw Error("reference_spmm: shape mismatch");
-  const int32_t k = x.cols;
-  std::vector<long double> acc(k);
-  for (int32_t i = 0; i < a.rows; ++i) {
-    std::fill(acc.begin(), acc.end(), 0.0L);
-    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p)
-      for (int32_t j = 0; j < k; ++j) acc[j] += static_cast<long double>(a.values[p]) * x.at(a.col_idx[p], j);
-    for (int32_t j = 0; j < k; ++j)
-      y.at(i, j) = beta == 0.0 ? static_cast<double>(alpha * acc[j])
-                               : static_cast<double>(alpha * acc[j] + static_cast<long double>(beta) * y.at(i, j));
-  }
-}
-
-std::vector<double> relative_residuals(const CsrMatrix& a, const DenseBlock& x, const DenseBlock& b) {
-  DenseBlock r = b;
-  reference_spmm(a, -1.0, x, 1.0, r);
-  std::vector<double> out(b.cols);
-  for (int32_t j = 0; j < b.cols; ++j) {
-    long double rr = 0, bb = 0;
-    for (int32_t i = 0; i < b.rows; ++i) rr += (long double)r.at(i, j) * r.at(i, j), bb += (long double)b.at(i, j) * b.at(i, j);
-    out[j] = bb > 0 ? static_cast<double>(std::sqrt(rr / bb)) : static_cast<double>(std::sqrt(rr));
-  }
-  return out;
-}
-
 namespace {
 template <class Solver>
 HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, double rtol, int maxit, const DenseBlock* x0) {
@@ -81,20 +55,18 @@ HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, doubl
 }
 }  // namespace
 
-HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, const std::string& precond,
+HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, bool jacobi,
                          const DenseBlock* x0) {
   const auto t0 = std::chrono::steady_clock::now();
   // Eigen's CG reads only the lower triangle by default; Lower|Upper uses the full (symmetric) matrix.
   const EigenCsr m = to_eigen(a);
   HostSolveResult r;
-  if (precond == "jacobi") {
+  if (jacobi) {
     Eigen::ConjugateGradient<EigenCsr, Eigen::Lower | Eigen::Upper, Eigen::DiagonalPreconditioner<double>> cg;
     r = run_cg(cg, m, b, rtol, maxit, x0);
-  } else if (precond == "none") {
+  } else {
     Eigen::ConjugateGradient<EigenCsr, Eigen::Lower | Eigen::Upper, Eigen::IdentityPreconditioner> cg;
     r = run_cg(cg, m, b, rtol, maxit, x0);
-  } else {
-    throw Error("eigen_cg: unknown preconditioner '" + precond + "'");
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

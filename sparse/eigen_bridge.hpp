@@ -1,5 +1,6 @@
 #pragma once
-// Host reference: conversions to and from Eigen, reference SpMV/SpMM and Eigen's ConjugateGradient.
+// Host reference: conversions to and from Eigen and Eigen's ConjugateGradient (reference SpMM and residuals:
+// csr_matrix.hpp).
 // Host-only (.cpp consumers); Eigen never goes through nvcc.
 #include <Eigen/Sparse>
 
@@ -12,10 +13,6 @@ using EigenCsr = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
 EigenCsr to_eigen(const CsrMatrix& a);
 CsrMatrix from_eigen(const EigenCsr& m);
 
-// Y = alpha * A * X + beta * Y, accumulated in long double (the reference the GPU kernels are held to).
-// beta == 0 never reads Y (NaN-poisoned Y stays out of the result).
-void reference_spmm(const CsrMatrix& a, double alpha, const DenseBlock& x, double beta, DenseBlock& y);
-
 struct HostSolveResult {
   DenseBlock x;
   std::vector<int> iterations;        // per column
@@ -24,11 +21,8 @@ struct HostSolveResult {
   double seconds = 0;
 };
 
-// Eigen ConjugateGradient on every column of b. precond: "none" (identity) or "jacobi" (diagonal).
-HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, const std::string& precond,
+// Eigen ConjugateGradient on every column of b: unpreconditioned (identity), or with Jacobi (diagonal).
+HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, bool jacobi,
                          const DenseBlock* x0 = nullptr);
-
-// ||b - A x|| / ||b|| per column, in long double.
-std::vector<double> relative_residuals(const CsrMatrix& a, const DenseBlock& x, const DenseBlock& b);
 
 }  // namespace spcg

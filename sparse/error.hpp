@@ -1,6 +1,8 @@
 #pragma once
-// Error types shared by every layer. The CLI maps them to exit codes:
-// InputError (bad file or data) -> 1, UsageError (bad options) -> 2, anything else -> 1.
+// Error types shared by every layer and thrown through the library's public interface (nothing in the library
+// prints or exits). The CLI maps them to exit codes: InputError (bad file or data) -> 1, UsageError (bad
+// options or arguments) -> 2, CudaError (a failed CUDA / cuSPARSE / cuBLAS call, or no device) and anything
+// else -> 1.
 #include <stdexcept>
 #include <string>
 
@@ -32,10 +34,22 @@ class InputError : public Error {
   std::string problem_;
 };
 
-// Bad command-line usage (unknown, missing or conflicting options).
+// Bad usage: unknown, missing or conflicting options or arguments.
 class UsageError : public Error {
  public:
   using Error::Error;
+};
+
+// A CUDA, cuSPARSE or cuBLAS call failed (the message names the call, file and line), or no device is usable.
+class CudaError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Not enough device memory: says how much was asked for and how much is free.
+class DeviceMemoryError : public CudaError {
+ public:
+  using CudaError::CudaError;
 };
 
 }  // namespace spcg

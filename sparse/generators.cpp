@@ -186,4 +186,11 @@ CsrMatrix generate(const std::string& spec) {
   throw InputError(spec, 0, "unknown generator '" + kind + "'; expected one of " + generator_help());
 }
 
+DenseBlock random_block(int32_t n, int32_t k, uint64_t seed) {
+  DenseBlock b(n, k);
+  SplitMix64 rng(seed);
+  for (double& v : b.data) v = 2.0 * rng.uniform() - 1.0;
+  return b;
+}
+
 }  // namespace spcg

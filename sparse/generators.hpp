@@ -24,6 +24,10 @@ CsrMatrix generate(const std::string& spec);
 bool looks_like_generator(const std::string& spec);
 std::string generator_help();
 
+// n x k values uniform in [-1, 1) drawn in row-major order from SplitMix64(seed): the random right-hand sides
+// (the device fill launch_fill_splitmix_uniform gives the same bits).
+DenseBlock random_block(int32_t n, int32_t k, uint64_t seed);
+
 // Deterministic 64-bit generator (splitmix64), used for matrices and right-hand sides alike.
 struct SplitMix64 {
   uint64_t state;

@@ -42,9 +42,8 @@ class GpuSolver : public ::testing::Test {
     X.values.upload(x0 ? x0->data : HostVector<double>(b.data.size(), 0.0));
     std::vector<double> dinv_h = jacobi ? jacobi_inverse_diagonal(a) : std::vector<double>{};
     DeviceArray<double> dinv(dinv_h);
-    o.precond = jacobi ? "jacobi" : "none";
     Run r;
-    r.result = solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
+    r.result = solve(parse_option<SolverKind>(solver).value(), *op, jacobi ? dinv.data() : nullptr, B, X, o);
     r.x = DenseBlock(b.rows, b.cols);
     r.x.data = X.values.download<HostVector<double>>();
     return r;
@@ -57,13 +56,6 @@ SolveOptions options(double rtol, int maxit = 20000) {
   return o;
 }
 
-DenseBlock random_block(int32_t n, int k, uint64_t seed) {
-  DenseBlock b(n, k);
-  SplitMix64 rng(seed);
-  for (double& v : b.data) v = 2 * rng.uniform() - 1;
-  return b;
-}
-
 // Allowed difference from Eigen's iteration count. CG stops within n iterations in exact arithmetic; a run past
 // n (bcsstk01: n = 48, ~145 iterations) is steered by rounding alone, so two correct summation orders can land
 // further apart there.
@@ -73,7 +65,7 @@ int iteration_slack(int eigen_iterations, int32_t n) {
 
 void expect_matches_eigen(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, const SolveResult& r,
                           double rtol, bool check_iterations, const std::string& what) {
-  const HostSolveResult e = eigen_cg(a, b, rtol, 20000, "none");
+  const HostSolveResult e = eigen_cg(a, b, rtol, 20000, false);
   const std::vector<double> rel = relative_residuals(a, x, b);
   for (int j = 0; j < b.cols; ++j) {
     EXPECT_TRUE(r.columns[j].status == ColumnStatus::converged || r.columns[j].status == ColumnStatus::deflated)
@@ -98,7 +90,7 @@ TEST_F(GpuSolver, CgMatchesEigenOnGeneratedAndRealMatrices) {
     for (const std::string vops : {"fused", "thrust"}) {
       const DenseBlock b = random_block(a.rows, 1, 3);
       SolveOptions o = options(1e-8);
-      o.vector_ops = vops;
+      o.vector_ops = parse_option<VectorOps>(vops).value();
       const auto r = run("cg", a, b, o);
       expect_matches_eigen(a, b, r.x, r.result, 1e-8, true, name + " " + vops);
       EXPECT_LE(r.result.columns[0].true_residual / r.result.columns[0].b_norm, 20 * 1e-8);
@@ -111,7 +103,7 @@ TEST_F(GpuSolver, CgEveryKernelAndGraphModes) {
   for (const auto& kernel : kernel_names())
     for (const std::string graph : {"on", "off"}) {
       SolveOptions o = options(1e-9);
-      o.graph = graph;
+      o.graph = parse_option<Switch>(graph).value();
       o.time_kernels = graph == "off";
       const auto r = run("cg", a, b, o, kernel);
       expect_matches_eigen(a, b, r.x, r.result, 1e-9, true, kernel + " graph " + graph);
@@ -145,13 +137,13 @@ TEST_F(GpuSolver, PersistentCgMatchesGraphPathAndResumesAcrossLaunches) {
       const std::string what = name + (jacobi ? " jacobi" : "");
       const DenseBlock b = random_block(a.rows, 1, 11);
       SolveOptions o = options(1e-9);
-      o.persistent = "on";
+      o.persistent = Switch::on;
       o.keep_history = true;
       const auto one = run("cg", a, b, o, "auto", nullptr, jacobi);
       ASSERT_TRUE(one.result.used_persistent) << what;
       EXPECT_EQ(one.result.columns[0].status, ColumnStatus::converged) << what;
       EXPECT_LT(relative_residuals(a, one.x, b)[0], 20 * 1e-9) << what;
-      const HostSolveResult e = eigen_cg(a, b, 1e-9, 20000, jacobi ? "jacobi" : "none");
+      const HostSolveResult e = eigen_cg(a, b, 1e-9, 20000, jacobi);
       EXPECT_LE(std::abs(one.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows))
           << what << ": " << one.result.columns[0].iterations << " vs Eigen " << e.iterations[0];
       // history: one entry per iteration plus the start, starting at ||b|| (x0 = 0)
@@ -164,7 +156,7 @@ TEST_F(GpuSolver, PersistentCgMatchesGraphPathAndResumesAcrossLaunches) {
       EXPECT_EQ(std::memcmp(resumed.x.data.data(), one.x.data.data(), one.x.data.size() * sizeof(double)), 0) << what;
       // The graph path on the same operator: same answer, iterations within rounding of the other order.
       o.monitor_every = 0;
-      o.persistent = "off";
+      o.persistent = Switch::off;
       const auto graph = run("cg", a, b, o, "auto", nullptr, jacobi);
       EXPECT_FALSE(graph.result.used_persistent) << what;
       // (two rounding paths each within 2% of Eigen can sit 3 apart on the ill-conditioned power-law matrix)
@@ -177,7 +169,7 @@ TEST_F(GpuSolver, JacobiPreconditionedCg) {
   CsrMatrix a = read_matrix_market(spcg::test::input("bcsstk01.mtx")).matrix;
   const DenseBlock b = random_block(a.rows, 1, 4);
   const auto r = run("cg", a, b, options(1e-10), "auto", nullptr, true);
-  const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, "jacobi");
+  const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, true);
   EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
   EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows));
   EXPECT_LT(relative_residuals(a, r.x, b)[0], 1e-8);
@@ -192,7 +184,7 @@ TEST_F(GpuSolver, ZeroRightHandSideAndExactInitialGuess) {
   for (double v : r.x.data) EXPECT_EQ(v, 0.0);
   // x0 = the exact solution (from Eigen): converged at iteration 0.
   const DenseBlock b = random_block(a.rows, 1, 5);
-  const HostSolveResult e = eigen_cg(a, b, 1e-14, 20000, "none");
+  const HostSolveResult e = eigen_cg(a, b, 1e-14, 20000, false);
   r = run("cg", a, b, options(1e-8), "auto", &e.x);
   EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
   EXPECT_EQ(r.result.columns[0].iterations, 0);
@@ -203,7 +195,7 @@ TEST_F(GpuSolver, MaxIterationsStatus) {
   const DenseBlock b = random_block(a.rows, 1, 6);
   for (const std::string vops : {"fused", "thrust"}) {
     SolveOptions o = options(1e-12, 7);
-    o.vector_ops = vops;
+    o.vector_ops = parse_option<VectorOps>(vops).value();
     const auto r = run("cg", a, b, o);
     EXPECT_EQ(r.result.columns[0].status, ColumnStatus::max_iterations) << vops;
     EXPECT_EQ(r.result.columns[0].iterations, 7) << vops;
@@ -261,7 +253,7 @@ TEST_F(GpuSolver, MultiAndBlockCgMatchIndependentEigenSolves) {
         const auto r = run(solver, a, b, options(1e-8));
         expect_matches_eigen(a, b, r.x, r.result, 1e-8, solver == "multi-cg", name + " " + solver + " k=" + std::to_string(k));
         if (solver == "block-cg" && k > 1) {  // block CG needs fewer iterations than single CG
-          const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, "none");
+          const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, false);
           int max_block = 0, max_single = 0;
           for (int j = 0; j < k; ++j) max_block = std::max(max_block, r.result.columns[j].iterations), max_single = std::max(max_single, e.iterations[j]);
           // Block CG searches a k-times larger Krylov space: never more iterations than single CG (+1 for rounding),
@@ -297,7 +289,7 @@ TEST_F(GpuSolver, BlockCgRankDeficientBlocks) {
   }
   // A column that is already converged: x0 exact for column 0.
   const DenseBlock b2 = random_block(a.rows, 3, 22);
-  HostSolveResult e = eigen_cg(a, b2, 1e-14, 20000, "none");
+  HostSolveResult e = eigen_cg(a, b2, 1e-14, 20000, false);
   DenseBlock x0(a.rows, 3, 0.0);
   for (int i = 0; i < a.rows; ++i) x0.at(i, 0) = e.x.at(i, 0);
   const auto r = run("block-cg", a, b2, options(1e-8), "auto", &x0);
@@ -354,7 +346,7 @@ TEST_F(GpuSolver, BlockCgKeepsItsBlockOnIllConditionedFiles) {
       const CsrMatrix a = read_matrix_market(spcg::test::input(file)).matrix;
       const DenseBlock b = random_block(a.rows, k, 41 + k);
       const auto r = run("block-cg", a, b, options(1e-8), "auto", nullptr, jacobi);
-      const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, jacobi ? "jacobi" : "none");
+      const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, jacobi);
       const std::string what = file + " k=" + std::to_string(k);
       EXPECT_EQ(r.result.fallback_columns, 0) << what << ": " << r.result.fallback_reason;
       const std::vector<double> rel = relative_residuals(a, r.x, b);
@@ -375,7 +367,7 @@ TEST_F(GpuSolver, BlockCgRidesOutTheInitialResidualRise) {
   // CG's ~14000 iterations. Until session 14 the stall watch cut it off at iteration 200 and multi-cg took the
   // columns the long way (the H100 files table: 14362 iterations).
   const CsrMatrix a = read_matrix_market(spcg::test::input("bcsstk21.mtx")).matrix;
-  const HostSolveResult single = eigen_cg(a, random_block(a.rows, 1, 3), 1e-8, 40000, "none");
+  const HostSolveResult single = eigen_cg(a, random_block(a.rows, 1, 3), 1e-8, 40000, false);
   for (int k : {8, 16}) {
     const DenseBlock b = random_block(a.rows, k, 70 + k);
     const auto r = run("block-cg", a, b, options(1e-8, 40000));
@@ -402,7 +394,7 @@ TEST_F(GpuSolver, BlockCgFinishesWithMultiCgWhenTheBlockStalls) {
   SolveOptions o = options(1e-8);
   o.stagnation_window = 1;
   const auto r = run("block-cg", a, b, o, "auto", nullptr, true);
-  const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, "jacobi");
+  const HostSolveResult e = eigen_cg(a, b, 1e-8, 20000, true);
   const std::vector<double> rel = relative_residuals(a, r.x, b);
   EXPECT_GT(r.result.fallback_columns, 0) << "nos6 with Jacobi cut its residual by 10% every iteration: plant a slower case";
   EXPECT_NE(r.result.fallback_reason.find("no progress"), std::string::npos) << r.result.fallback_reason;

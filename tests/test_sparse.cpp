@@ -242,9 +242,9 @@ TEST(EigenBridge, RoundTripAndReferenceSpmm) {
 TEST(EigenBridge, HostConjugateGradientSolves) {
   const CsrMatrix a = poisson2d_5pt(20);
   DenseBlock b(a.rows, 2, 1.0);
-  const HostSolveResult r = eigen_cg(a, b, 1e-10, 1000, "none");
+  const HostSolveResult r = eigen_cg(a, b, 1e-10, 1000, false);
   EXPECT_TRUE(r.all_converged);
   for (double rel : relative_residuals(a, r.x, b)) EXPECT_LT(rel, 1e-9);
-  const HostSolveResult rj = eigen_cg(a, b, 1e-10, 1000, "jacobi");
+  const HostSolveResult rj = eigen_cg(a, b, 1e-10, 1000, true);
   EXPECT_TRUE(rj.all_converged);
 }

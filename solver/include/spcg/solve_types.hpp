@@ -1,0 +1,137 @@
+#pragma once
+// The vocabulary of a solve, shared by the public interface (spcg.hpp), the solvers and the CLI: every option
+// typed once as an enum with its one list of names (option_names<E>: the CLI parses them, reports print them),
+// the stopping rule, and what a solve returns. No CUDA here: a library user includes it without the toolkit.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kernel_stat.hpp"
+
+namespace spcg {
+
+enum class SolverKind { cg, multi_cg, block_cg };
+enum class Preconditioner { none, jacobi };
+enum class VectorOps { fused, thrust };  // fused kernels, or the Thrust reference path (cg only)
+enum class Switch { automatic, on, off };  // CUDA graph batches; the one-launch persistent CG
+enum class KernelTiming { automatic, kernels, phases };  // per-kernel events, or phases only
+enum class Backend { automatic, gpu, host };  // host: Eigen's CG (no device needed)
+
+template <class E>
+struct OptionNames;
+template <>
+struct OptionNames<SolverKind> {
+  static constexpr std::array<std::pair<SolverKind, const char*>, 3> list{
+      {{SolverKind::cg, "cg"}, {SolverKind::multi_cg, "multi-cg"}, {SolverKind::block_cg, "block-cg"}}};
+};
+template <>
+struct OptionNames<Preconditioner> {
+  static constexpr std::array<std::pair<Preconditioner, const char*>, 2> list{
+      {{Preconditioner::none, "none"}, {Preconditioner::jacobi, "jacobi"}}};
+};
+template <>
+struct OptionNames<VectorOps> {
+  static constexpr std::array<std::pair<VectorOps, const char*>, 2> list{
+      {{VectorOps::fused, "fused"}, {VectorOps::thrust, "thrust"}}};
+};
+template <>
+struct OptionNames<Switch> {
+  static constexpr std::array<std::pair<Switch, const char*>, 3> list{
+      {{Switch::automatic, "auto"}, {Switch::on, "on"}, {Switch::off, "off"}}};
+};
+template <>
+struct OptionNames<KernelTiming> {
+  static constexpr std::array<std::pair<KernelTiming, const char*>, 3> list{
+      {{KernelTiming::automatic, "auto"}, {KernelTiming::kernels, "kernels"}, {KernelTiming::phases, "phases"}}};
+};
+template <>
+struct OptionNames<Backend> {
+  static constexpr std::array<std::pair<Backend, const char*>, 3> list{
+      {{Backend::automatic, "auto"}, {Backend::gpu, "gpu"}, {Backend::host, "host"}}};
+};
+
+// The name of a value ("multi-cg"), and the value of a name (nothing when it is not one).
+template <class E>
+const char* name_of(E value) {
+  for (const auto& [v, n] : OptionNames<E>::list)
+    if (v == value) return n;
+  return "?";
+}
+template <class E>
+std::optional<E> parse_option(std::string_view name) {
+  for (const auto& [v, n] : OptionNames<E>::list)
+    if (name == n) return v;
+  return std::nullopt;
+}
+// "cg, multi-cg or block-cg": for messages and help texts.
+template <class E>
+std::string option_names() {
+  std::string s;
+  const auto& list = OptionNames<E>::list;
+  for (size_t i = 0; i < list.size(); ++i) s += (i == 0 ? "" : i + 1 == list.size() ? " or " : ", ") + std::string(list[i].second);
+  return s;
+}
+
+// Stop when ||r_j|| <= max(rtol ||b_j||, atol), or after max_iterations.
+struct StopRule {
+  double rtol = 1e-8;
+  double atol = 0;
+  int max_iterations = 10000;
+};
+
+enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite };
+const char* to_string(ColumnStatus s);
+
+// How the iteration runs (the solver's own options; SolverOptions in spcg.hpp adds the setup's).
+struct SolveOptions {
+  StopRule stop;
+  VectorOps vector_ops = VectorOps::fused;
+  int check_every = 8;                    // fused path: iterations between host reads of the residual
+  Switch graph = Switch::automatic;       // replay the fused iteration batch from a CUDA graph (auto: when not timing kernels)
+  Switch persistent = Switch::automatic;  // small systems run CG in one cooperative launch
+  bool time_kernels = true;               // per-kernel events (off: phases only)
+  bool deterministic = false;             // atomic-free kernels, fixed-order reductions
+  int monitor_every = 0;                  // a progress line every N iterations (0: none)
+  bool keep_history = false;              // the residual norm of every checked iteration, per column
+  // block-cg: the running columns go on as multi-cg when the largest relative residual among them has not
+  // fallen below 0.9 x its best for this many iterations (0: never), when the block has lost rank or is near
+  // the target (far from it, a full-rank block is in CG's usual rise and plateau)
+  int stagnation_window = 200;
+};
+
+struct ColumnResult {
+  ColumnStatus status = ColumnStatus::running;
+  int iterations = 0;
+  double b_norm = 0;
+  double recursive_residual = 0;  // the solver's own ||r||
+  double true_residual = 0;       // ||b - A x|| recomputed at the end
+};
+
+// A named span of wall time (the report's phase lines).
+struct Phase {
+  std::string name;
+  double ms;
+};
+
+struct SolveResult {
+  std::string solver;
+  std::vector<ColumnResult> columns;
+  std::vector<KernelStat> kernels;
+  double solve_ms = 0;            // wall time of the iteration (device synchronised)
+  double vectors_ms = 0;          // right-hand sides and initial guess put in place before the iteration
+  double timing_overhead_ms = 0;  // estimated device time added by the per-kernel events
+  int64_t operator_applies = 0;   // SpMV / SpMM calls
+  int64_t operator_columns = 0;   // sum of the block widths of those calls
+  bool used_graph = false;
+  bool used_persistent = false;     // CG ran as one cooperative kernel (small system)
+  int fallback_columns = 0;         // block-cg: columns finished by multi-cg (the block recurrence broke down or stalled)
+  std::string fallback_reason;      // block-cg: why, when fallback_columns > 0
+  std::vector<std::vector<std::pair<int, double>>> history;
+  bool all_converged() const;
+};
+
+}  // namespace spcg

@@ -1,0 +1,110 @@
+#pragma once
+// spcg's public interface: conjugate gradients on the GPU for sparse symmetric positive definite systems.
+//
+//   #include <spcg/spcg.hpp>
+//   spcg::CsrMatrix a = spcg::read_matrix_market("A.mtx").matrix;    // or spcg::generate("poisson3d:64")
+//   spcg::SolverOptions o;
+//   o.solver = spcg::SolverKind::block_cg, o.expected_columns = 8, o.precond = spcg::Preconditioner::jacobi;
+//   spcg::Solver solver(std::move(a), o);       // setup once: upload, statistics, checks, kernel choice
+//   spcg::DenseBlock b(solver.rows(), 8, 1.0), x(solver.rows(), 8, 0.0);
+//   spcg::SolveResult r = solver.solve(b, x);   // as often as needed: the setup is kept
+//   if (!r.all_converged()) ...                 // per column: r.columns[j].status, iterations, residuals
+//
+// Matrices and blocks may live in host memory (CsrMatrix, DenseBlock: n x k, row-major) or on the device
+// (DeviceCsrRef, DeviceBlockRef: arrays the caller owns). Errors are exceptions of the hierarchy in error.hpp
+// (InputError names the matrix and the problem, UsageError a bad option, CudaError a failed call or no device);
+// nothing here prints or exits. The host backend (Eigen's CG) needs no GPU. relative_residuals (csr_matrix.hpp)
+// checks a solution on the host.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "csr_matrix.hpp"
+#include "cuda_start.hpp"
+#include "error.hpp"
+#include "generators.hpp"
+#include "matrix_market.hpp"
+#include "solve_types.hpp"
+#include "stats.hpp"
+
+namespace spcg {
+
+// A CSR matrix in device memory the caller owns (0-based, rows sorted by column, no duplicates). The solver
+// copies it on the device once; the caller's arrays may be freed after the constructor returns.
+struct DeviceCsrRef {
+  int32_t rows = 0, cols = 0;
+  int64_t nnz = 0;
+  const int32_t* row_ptr = nullptr;  // rows + 1
+  const int32_t* col_idx = nullptr;  // nnz
+  const double* values = nullptr;    // nnz
+};
+
+// An n x k row-major block in device memory the caller owns.
+struct DeviceBlockRef {
+  int32_t rows = 0, cols = 0;
+  double* data = nullptr;
+};
+
+// Everything a solver is set up with. The iteration's own options are in `iteration`.
+struct SolverOptions {
+  SolverKind solver = SolverKind::cg;
+  std::string kernel = "auto";  // a registry kernel (spcg bench spmv --list), or auto: chosen with a printed reason
+  Preconditioner precond = Preconditioner::none;
+  Backend backend = Backend::automatic;         // automatic: the GPU when one is usable, else the host
+  KernelTiming timing = KernelTiming::automatic;  // automatic: per-kernel events for n >= 200000
+  int expected_columns = 1;     // the block width the solves will use: auto picks the SpMM kernel for it
+  bool check_matrix = true;     // refuse a matrix that is not symmetric or has a non-positive diagonal
+  std::string matrix_name = "matrix";  // names the matrix in error messages (a path, a generator spec)
+  int64_t duplicates_summed = 0;       // from the reader: for the statistics
+  bool profile_solves = false;  // bracket each solve's iteration with cudaProfilerStart/Stop (ncu/nsys capture)
+  SolveOptions iteration;       // stop rule, vector ops, graph, persistent, deterministic, monitor, ...
+};
+
+// Right-hand sides the solver makes itself, on the device: all ones, or uniform in [-1, 1) from a seed (the
+// same values make_rhs gives on the host).
+enum class RhsKind { ones, random };
+
+// A matrix set up for solving: the operator (kernel), its workspaces and the Jacobi diagonal, kept between
+// solves. Movable, not copyable.
+class Solver {
+ public:
+  explicit Solver(CsrMatrix a, const SolverOptions& options = {});
+  Solver(const DeviceCsrRef& a, const SolverOptions& options = {});
+  ~Solver();
+  Solver(Solver&&) noexcept;
+  Solver& operator=(Solver&&) noexcept;
+
+  int32_t rows() const;
+  Backend backend() const;  // gpu or host, as resolved at setup
+  const SolverOptions& options() const;
+  const MatrixStats& stats() const;  // the statistics the checks used
+  // The kernel that runs at block width k ("dia"; auto's choice), and auto's reason (empty for a named kernel).
+  std::string kernel(int k) const;
+  const std::string& kernel_reason() const;
+  // upload, statistics, conversion, analysis, setup (total): what the setup spent.
+  const std::vector<Phase>& setup_phases() const;
+  // The matrix on the host (for a device matrix: downloaded on the first call).
+  const CsrMatrix& matrix() const;
+
+  // X holds the initial guess on entry (n x k) and the solution on exit; B is n x k.
+  SolveResult solve(const DenseBlock& b, DenseBlock& x);
+  SolveResult solve(const DeviceBlockRef& b, const DeviceBlockRef& x);
+  // B made by the solver (k columns of `kind`); x0: initial guess (zero when null). x: the solution.
+  SolveResult solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, const DenseBlock* x0 = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// An NVTX range of this name around a scope (Nsight Systems shows the report's phases by name).
+class ScopedRange {
+ public:
+  explicit ScopedRange(const char* name);
+  ~ScopedRange();
+  ScopedRange(const ScopedRange&) = delete;
+  ScopedRange& operator=(const ScopedRange&) = delete;
+};
+
+}  // namespace spcg

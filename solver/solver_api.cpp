@@ -1,0 +1,313 @@
+// spcg::Solver (include/spcg/spcg.hpp): the setup a solve needs, made once and kept, and solves on it.
+// GPU backend: MatrixSetup (one upload; statistics and layouts on the device), the checks a matrix must pass,
+// the operator (a registry kernel or auto), the Jacobi diagonal; each solve puts B and X in place on the device
+// and runs cg / multi-cg / block-cg. Host backend: the host statistics and Eigen's CG, its verdict through the
+// same Monitor as the GPU's.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include <cuda_profiler_api.h>
+
+#include "blas1.hpp"
+#include "cuda_check.hpp"
+#include "eigen_bridge.hpp"
+#include "matrix_setup.hpp"
+#include "nvtx.hpp"
+#include "registry.hpp"
+#include "solver.hpp"
+#include "spcg/spcg.hpp"
+
+namespace spcg {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Refuses a matrix CG cannot solve, naming the first offending row (check_matrix = false lets a non-symmetric
+// or non-positive-diagonal matrix through; the solver then reports the breakdown).
+void check_matrix(const MatrixStats& st, const SolverOptions& o) {
+  const std::string& name = o.matrix_name;
+  if (!st.square)
+    throw InputError(name, 0, "matrix is " + std::to_string(st.rows) + " x " + std::to_string(st.cols) +
+                                  ", CG needs a square matrix");
+  if (st.non_finite_values > 0)
+    throw InputError(name, 0, "matrix has " + std::to_string(st.non_finite_values) + " NaN or Inf entries");
+  if (!st.numerically_symmetric && o.check_matrix)
+    throw InputError(name, 0, "matrix is not symmetric (max relative asymmetry " + std::to_string(st.max_asymmetry) +
+                                  "); CG needs an SPD matrix (use --force to try anyway)");
+  // a_ii = e_i' A e_i > 0 for every SPD A, so a zero, negative or missing diagonal proves A indefinite (or
+  // singular) before any iteration runs; the solver would only report a breakdown or a stall later.
+  if (!st.diagonal_positive && o.check_matrix) {
+    char diag[64];
+    std::snprintf(diag, sizeof diag, st.first_nonpositive_value == 0 ? "0 (zero or missing)" : "%.6g",
+                  st.first_nonpositive_value);
+    throw InputError(name, 0, "matrix is not positive definite: row " + std::to_string(st.first_nonpositive_row + 1) +
+                                  " has diagonal " + diag + " (" + std::to_string(st.nonpositive_diagonal) +
+                                  " such rows), and an SPD matrix has a positive diagonal (use --force to try anyway)");
+  }
+}
+
+// Refuses before allocating when the device cannot hold the system (matrix, conversion copy, vectors).
+void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
+  size_t free_b = 0, total_b = 0;
+  CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  const double vectors = (solver == SolverKind::block_cg ? 8.0 : 6.0) * rows * double(k) * 8;
+  const double needed = 2.0 * (12.0 * double(nnz) + 4.0 * rows) + vectors;
+  if (needed > double(free_b))
+    throw DeviceMemoryError("not enough GPU memory: this solve needs about " + std::to_string(needed / (1 << 20)) +
+                            " MiB, " + std::to_string(double(free_b) / (1 << 20)) + " MiB free of " +
+                            std::to_string(double(total_b) / (1 << 20)));
+}
+
+std::vector<double> jacobi_diagonal_for(const SolverOptions& o, const CsrMatrix& a) {
+  if (o.precond != Preconditioner::jacobi) return {};
+  try {
+    return jacobi_inverse_diagonal(a);
+  } catch (const InputError& e) {
+    throw InputError(o.matrix_name, 0, e.problem());
+  }
+}
+
+void require_shape(const char* what, int32_t rows, int32_t cols, int32_t want_rows, int want_cols) {
+  if (rows != want_rows || cols != want_cols)
+    throw UsageError(std::string(what) + " is " + std::to_string(rows) + " x " + std::to_string(cols) + ", expected " +
+                     std::to_string(want_rows) + " x " + std::to_string(want_cols));
+}
+
+}  // namespace
+
+struct Solver::Impl {
+  SolverOptions options;
+  Backend backend = Backend::gpu;
+  std::unique_ptr<CsrMatrix> host;  // host input (moved in), or nothing for a device input
+  std::unique_ptr<MatrixSetup> setup;
+  MatrixStats host_stats;  // host backend
+  std::unique_ptr<LinearOperator> op;
+  std::vector<double> dinv_host;
+  DeviceArray<double> dinv;
+  std::vector<Phase> phases;
+
+  // The GPU setup after `setup` exists: statistics, checks, the operator, the Jacobi diagonal.
+  void set_up_on_device() {
+    const auto t_setup = std::chrono::steady_clock::now();
+    NvtxRange range("setup");
+    const MatrixStats& st = setup->stats();  // uploads the CSR, then one pass on the device
+    check_matrix(st, options);
+    check_device_memory(setup->rows(), setup->nnz(), std::max(1, options.expected_columns), options.solver);
+    if (options.precond == Preconditioner::jacobi) dinv_host = jacobi_diagonal_for(options, setup->host());
+    OperatorOptions oo;
+    oo.deterministic = options.iteration.deterministic;
+    oo.expected_k = options.solver == SolverKind::cg ? 1 : std::max(1, options.expected_columns);
+    const auto t_op = std::chrono::steady_clock::now();
+    op = make_operator(options.kernel, *setup, oo);
+    const double operator_ms = ms_since(t_op);
+    if (options.iteration.deterministic && !op->deterministic())
+      throw UsageError("deterministic solves: kernel '" + op->name() + "' is not deterministic (choose one of ours)");
+    dinv = DeviceArray<double>(dinv_host, "Jacobi inverse diagonal");
+    const SetupInfo& si = op->setup_info();
+    const SetupTimes& shared = setup->times();
+    phases = {{"upload", shared.upload_ms},
+              {"statistics", shared.statistics_ms},
+              {"conversion", shared.conversion_ms + si.convert_ms},
+              {"analysis", std::max(0.0, operator_ms - shared.conversion_ms - si.convert_ms - si.upload_ms)},
+              {"setup (total)", ms_since(t_setup)}};
+  }
+
+  void set_up_on_host() {
+    const auto t0 = std::chrono::steady_clock::now();
+    host_stats = compute_stats(*host, options.duplicates_summed);
+    phases = {{"statistics", ms_since(t0)}};
+    check_matrix(host_stats, options);
+    dinv_host = jacobi_diagonal_for(options, *host);  // the Jacobi check
+  }
+
+  SolveOptions iteration_options() const {
+    SolveOptions o = options.iteration;
+    o.time_kernels = options.timing == KernelTiming::kernels ||
+                     (options.timing == KernelTiming::automatic && setup->rows() >= 200000);
+    return o;
+  }
+
+  // The iteration on device blocks already in place; `vectors_ms` is what putting them there took.
+  SolveResult run_on_device(const DeviceBlock& B, DeviceBlock& X, double vectors_ms) {
+    if (options.iteration.vector_ops == VectorOps::thrust && options.solver != SolverKind::cg)
+      throw UsageError("the Thrust vector operations are the reference path of cg only");
+    SolveResult r;
+    if (options.profile_solves) CHECK_CUDA(cudaProfilerStart());
+    {
+      NvtxRange range("solve");
+      r = ::spcg::solve(options.solver, *op, dinv_host.empty() ? nullptr : dinv.data(), B, X, iteration_options());
+    }
+    if (options.profile_solves) CHECK_CUDA(cudaProfilerStop());
+    r.vectors_ms = vectors_ms;
+    return r;
+  }
+
+  // Eigen's CG on the host, each column's verdict by the Monitor's rule on Eigen's own residual.
+  SolveResult run_on_host(const DenseBlock& b, DenseBlock& x, const DenseBlock* x0) {
+    const StopRule& rule = options.iteration.stop;
+    const auto t0 = std::chrono::steady_clock::now();
+    HostSolveResult h = eigen_cg(*host, b, rule.rtol, rule.max_iterations, options.precond == Preconditioner::jacobi, x0);
+    SolveResult r;
+    r.solver = "eigen-cg";
+    r.solve_ms = ms_since(t0);
+    std::vector<double> b_norms(static_cast<size_t>(b.cols), 0.0);
+    for (int j = 0; j < b.cols; ++j) {
+      long double s = 0;
+      for (int32_t i = 0; i < b.rows; ++i) s += static_cast<long double>(b.at(i, j)) * b.at(i, j);
+      b_norms[j] = static_cast<double>(std::sqrt(s));
+    }
+    Monitor mon(rule, b_norms);
+    const std::vector<double> rel = relative_residuals(*host, h.x, b);
+    for (int j = 0; j < b.cols; ++j) {
+      const double scale = b_norms[j] > 0 ? b_norms[j] : 1.0;
+      const double recursive = h.relative_error[j] * scale;
+      if (!mon.observe(j, h.iterations[j], recursive)) mon.finish(j, ColumnStatus::max_iterations, h.iterations[j]);
+      r.columns.push_back({mon.status(j), mon.iterations(j), b_norms[j], recursive, rel[j] * scale});
+    }
+    x = std::move(h.x);
+    return r;
+  }
+};
+
+Solver::Solver(CsrMatrix a, const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = options;
+  s.host = std::make_unique<CsrMatrix>(std::move(a));
+  std::string why;
+  const bool gpu = options.backend == Backend::gpu ||
+                   (options.backend == Backend::automatic && cuda_device_available(&why));
+  if (options.backend == Backend::gpu && !cuda_device_available(&why)) throw CudaError("GPU backend: " + why);
+  s.backend = gpu ? Backend::gpu : Backend::host;
+  if (gpu) {
+    s.setup = std::make_unique<MatrixSetup>(*s.host, options.duplicates_summed);
+    s.set_up_on_device();
+  } else {
+    s.set_up_on_host();
+  }
+}
+
+Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = options;
+  if (options.backend == Backend::host) throw UsageError("a matrix on the device needs the GPU backend");
+  std::string why;
+  if (!cuda_device_available(&why)) throw CudaError("a matrix on the device needs a GPU: " + why);
+  if (a.rows < 0 || a.cols < 0 || a.nnz < 0 || (a.rows > 0 && !a.row_ptr) || (a.nnz > 0 && (!a.col_idx || !a.values)))
+    throw UsageError("DeviceCsrRef: negative sizes or missing arrays");
+  s.backend = Backend::gpu;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto d = std::make_shared<DeviceCsr>();
+  d->rows = a.rows, d->cols = a.cols, d->nnz = a.nnz;
+  d->row_ptr = DeviceArray<int32_t>(static_cast<size_t>(a.rows) + 1, "CSR row pointers");
+  d->col_idx = DeviceArray<int32_t>(static_cast<size_t>(a.nnz), "CSR column indices");
+  d->values = DeviceArray<double>(static_cast<size_t>(a.nnz), "CSR values");
+  if (a.row_ptr) CHECK_CUDA(cudaMemcpy(d->row_ptr.data(), a.row_ptr, d->row_ptr.bytes(), cudaMemcpyDeviceToDevice));
+  else CHECK_CUDA(cudaMemset(d->row_ptr.data(), 0, d->row_ptr.bytes()));
+  if (a.nnz > 0) {
+    CHECK_CUDA(cudaMemcpy(d->col_idx.data(), a.col_idx, d->col_idx.bytes(), cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(cudaMemcpy(d->values.data(), a.values, d->values.bytes(), cudaMemcpyDeviceToDevice));
+  }
+  const double copy_ms = ms_since(t0);
+  s.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(std::move(d)), options.duplicates_summed);
+  s.set_up_on_device();
+  s.phases.front().ms += copy_ms;  // "upload": the device-to-device copy
+}
+
+Solver::~Solver() = default;
+Solver::Solver(Solver&&) noexcept = default;
+Solver& Solver::operator=(Solver&&) noexcept = default;
+
+int32_t Solver::rows() const { return impl_->setup ? impl_->setup->rows() : impl_->host->rows; }
+Backend Solver::backend() const { return impl_->backend; }
+const SolverOptions& Solver::options() const { return impl_->options; }
+const MatrixStats& Solver::stats() const { return impl_->setup ? impl_->setup->stats() : impl_->host_stats; }
+std::string Solver::kernel(int k) const {
+  if (!impl_->op) return "eigen";
+  const std::string chosen = impl_->op->chosen(k);
+  return impl_->op->name() == "auto" ? "auto -> " + chosen : chosen;
+}
+const std::string& Solver::kernel_reason() const {
+  static const std::string none;
+  return impl_->op ? impl_->op->setup_info().reason : none;
+}
+const std::vector<Phase>& Solver::setup_phases() const { return impl_->phases; }
+const CsrMatrix& Solver::matrix() const { return impl_->host ? *impl_->host : impl_->setup->host(); }
+
+SolveResult Solver::solve(const DenseBlock& b, DenseBlock& x) {
+  Impl& s = *impl_;
+  const int32_t n = rows();
+  require_shape("B", b.rows, b.cols, n, b.cols);
+  require_shape("X", x.rows, x.cols, n, b.cols);
+  if (s.backend == Backend::host) {
+    const DenseBlock x0 = x;
+    return s.run_on_host(b, x, &x0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  DeviceBlock B(n, b.cols, "right-hand sides"), X(n, b.cols, "solution");
+  B.values.upload(b.data);
+  X.values.upload(x.data);
+  SolveResult r = s.run_on_device(B, X, ms_since(t0));
+  x.data = X.values.download<HostVector<double>>();
+  return r;
+}
+
+SolveResult Solver::solve(const DeviceBlockRef& b, const DeviceBlockRef& x) {
+  Impl& s = *impl_;
+  if (s.backend == Backend::host) throw UsageError("blocks on the device need the GPU backend");
+  const int32_t n = rows();
+  require_shape("B", b.rows, b.cols, n, b.cols);
+  require_shape("X", x.rows, x.cols, n, b.cols);
+  if (int64_t{n} * b.cols > 0 && (!b.data || !x.data)) throw UsageError("DeviceBlockRef: missing data");
+  const auto t0 = std::chrono::steady_clock::now();
+  DeviceBlock B(n, b.cols, "right-hand sides"), X(n, b.cols, "solution");
+  const size_t bytes = B.values.bytes();
+  if (bytes) {
+    CHECK_CUDA(cudaMemcpy(B.data(), b.data, bytes, cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(cudaMemcpy(X.data(), x.data, bytes, cudaMemcpyDeviceToDevice));
+  }
+  SolveResult r = s.run_on_device(B, X, ms_since(t0));
+  if (bytes) CHECK_CUDA(cudaMemcpy(x.data, X.data(), bytes, cudaMemcpyDeviceToDevice));
+  return r;
+}
+
+SolveResult Solver::solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, const DenseBlock* x0) {
+  Impl& s = *impl_;
+  const int32_t n = rows();
+  if (k < 1) throw UsageError("the number of right-hand sides must be >= 1, got " + std::to_string(k));
+  if (x0) require_shape("the initial guess", x0->rows, x0->cols, n, k);
+  if (s.backend == Backend::host) {
+    const DenseBlock b = kind == RhsKind::ones ? DenseBlock(n, k, 1.0) : random_block(n, k, seed);
+    return s.run_on_host(b, x, x0);
+  }
+  // Made on the device: ones, or the host's random draws bit for bit.
+  const auto t0 = std::chrono::steady_clock::now();
+  DeviceBlock B(n, k, "right-hand sides"), X(n, k, "solution");
+  if (kind == RhsKind::ones) launch_fill(1.0, B.data(), B.size(), 0);
+  else launch_fill_splitmix_uniform(seed, B.data(), B.size(), 0);
+  if (x0) X.values.upload(x0->data);
+  else if (X.size()) CHECK_CUDA(cudaMemsetAsync(X.data(), 0, X.values.bytes(), 0));  // +0.0 is all zero bits
+  CHECK_CUDA(cudaDeviceSynchronize());
+  SolveResult r = s.run_on_device(B, X, ms_since(t0));
+  x = DenseBlock(n, k);
+  x.data = X.values.download<HostVector<double>>();
+  return r;
+}
+
+ScopedRange::ScopedRange(const char* name) {
+#ifdef SPCG_NVTX
+  nvtxRangePushA(name);
+#else
+  (void)name;
+#endif
+}
+ScopedRange::~ScopedRange() {
+#ifdef SPCG_NVTX
+  nvtxRangePop();
+#endif
+}
+
+}  // namespace spcg
