@@ -58,7 +58,9 @@ E option_value(const po::variables_map& vm, const char* flag) {
 
 // Returns nullopt after printing the help.
 std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& args) {
-  const std::string solvers = "cg | block-cg | multi-cg", switches = option_names<Switch>();
+  const std::string solvers = "cg | block-cg | multi-cg";
+  const std::string persistent_help = "auto | on | off: CG in one cooperative launch for small systems (kernel auto, n <= " +
+                                      std::to_string(persistent_cg_max_rows()) + ")";
   po::options_description opts("spcg solve [options]\noptions");
   opts.add_options()
       ("help,h", "show this help")
@@ -84,8 +86,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
        "block-cg: hand the running columns to multi-cg after N iterations without a new best residual, when the block has lost rank or is within 1000x of the target (0: never)")
       ("timing", po::value<std::string>()->default_value("auto"), "kernels | phases | auto (kernels for n >= 200000)")
       ("graph", po::value<std::string>()->default_value("auto"), "auto | on | off: CUDA graph for the iteration batches")
-      ("persistent", po::value<std::string>()->default_value("auto"),
-       "auto | on | off: CG in one cooperative launch for small systems (kernel auto, n <= 65536)")
+      ("persistent", po::value<std::string>()->default_value("auto"), persistent_help.c_str())
       ("deterministic", "atomic-free kernels, fixed-order reductions; prints a checksum of x")
       ("verify", "check ||b - A x|| / ||b|| on the host with Eigen (and compare with Eigen's CG for small systems)")
       ("backend", po::value<std::string>()->default_value("auto"), "gpu | host | auto (gpu when a CUDA device exists)")

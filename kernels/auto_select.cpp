@@ -40,10 +40,6 @@ struct AutoTuning {
   static constexpr double skew_cv = 1.0;           // row-length stddev / mean above this: load balancing
   static constexpr double skew_max_over_mean = 16;
   static constexpr double regular_ell_fill = 1.5;
-  // Small systems also keep a CSR copy for the persistent (one-launch) CG: launch latency, not bandwidth,
-  // bounds them, and the copy costs little.
-  static constexpr int32_t csr_copy_max_rows = 65536;
-  static constexpr int64_t csr_copy_max_nnz = 4 << 20;
 };
 
 std::string fmt(const char* f, double v) {
@@ -105,42 +101,13 @@ class AutoOperator final : public LinearOperator {
     info_.analysis_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
                          spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
     info_.reason = why;
-    if (a.rows() > 0 && a.rows() <= AutoTuning::csr_copy_max_rows && a.nnz() <= AutoTuning::csr_copy_max_nnz) {
-      // Small systems: the persistent CG reads the shared device CSR; its long-row tables come from the row
-      // pointers (at most 65536 rows: well under a millisecond on the host).
-      small_csr_ = a.device_csr();
-      const CsrMatrix& h = a.host();
-      std::vector<int4> pieces;
-      std::vector<int2> slots;
-      std::vector<int32_t> slot_of_row(static_cast<size_t>(h.rows), -1);
-      const PersistentCgPlan plan = persistent_cg_plan(h.row_ptr.data(), h.rows);
-      lanes_per_row_ = plan.lanes_per_row;
-      for (int32_t i = 0; i < h.rows; ++i) {
-        if (h.row_length(i) <= plan.long_row_entries) continue;
-        const int first = static_cast<int>(pieces.size());
-        slot_of_row[static_cast<size_t>(i)] = static_cast<int32_t>(slots.size());
-        for (int32_t b = h.row_ptr[i]; b < h.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
-          pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, h.row_ptr[i + 1]), static_cast<int>(slots.size())});
-        slots.push_back({first, static_cast<int>(pieces.size()) - first});
-      }
-      long_pieces_ = DeviceArray<int4>(pieces, "CSR copy long-row pieces");
-      long_slots_ = DeviceArray<int2>(slots, "CSR copy long rows");
-      if (!slots.empty()) long_slot_of_row_ = DeviceArray<int32_t>(slot_of_row, "CSR copy long-row slots");
-      info_.device_bytes += static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes() + long_slot_of_row_.bytes());
-    }
+    // Small systems: the persistent (one-launch) CG's layout, on the setup's shared CSR.
+    persistent_ = PersistentCgMatrix::make(a);
+    if (persistent_) info_.device_bytes += persistent_->device_bytes();
     if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
   }
   std::string name() const override { return "auto"; }
-  CsrView csr_view() const override {
-    if (!small_csr_) return {};
-    const DeviceCsr& c = *small_csr_;
-    CsrView v{c.rows, c.cols, c.nnz, c.row_ptr.data(), c.col_idx.data(), c.values.data()};
-    v.lanes_per_row = lanes_per_row_;
-    v.long_pieces = long_pieces_.data(), v.long_piece_count = static_cast<int32_t>(long_pieces_.size());
-    v.long_slots = long_slots_.data(), v.long_slot_count = static_cast<int32_t>(long_slots_.size());
-    v.long_slot_of_row = long_slot_of_row_.data();
-    return v;
-  }
+  const PersistentCgMatrix* persistent_cg_matrix() const override { return persistent_.get(); }
   std::string chosen(int k) const override { return (k > 1 && spmm_ ? spmm_ : spmv_)->name(); }
   double bytes_per_apply(int k) const override { return op_for(k).bytes_per_apply(k); }
   bool deterministic() const override { return spmv_->deterministic() && (!spmm_ || spmm_->deterministic()); }
@@ -223,11 +190,7 @@ class AutoOperator final : public LinearOperator {
   }
 
   std::shared_ptr<LinearOperator> spmv_, spmm_;
-  std::shared_ptr<const DeviceCsr> small_csr_;
-  DeviceArray<int4> long_pieces_;
-  DeviceArray<int2> long_slots_;
-  DeviceArray<int32_t> long_slot_of_row_;
-  int32_t lanes_per_row_ = 0;
+  std::unique_ptr<PersistentCgMatrix> persistent_;
   int expected_k_ = 1;
   bool latency_bound_ = false;
 };

@@ -521,6 +521,10 @@ void launch_block_gram(int64_t n, const GramInputs& g, double* out, BlockOpsWork
   const int64_t rows_per_step = int64_t{4} * quads * slices;
   const int blocks = static_cast<int>(std::min<int64_t>({int64_t{device_sm_count()} * per_sm, ws.gram_blocks,
                                                          (n + rows_per_step - 1) / rows_per_step}));
+  if (smem > device_max_shared_per_block())  // wide blocks on GPUs with less shared memory than Hopper's
+    throw CudaError("block gram: " + std::to_string(a) + " x " + std::to_string(b) + " products need " +
+                    std::to_string(smem / 1024) + " KB of shared memory per block, this GPU allows " +
+                    std::to_string(device_max_shared_per_block() / 1024) + " KB (use fewer right-hand sides per block)");
   auto launch = [&](auto kernel) {
     if (smem > 48 * 1024) CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     kernel<<<blocks, T::threads, smem, s>>>(n, g, ws.partials.data());

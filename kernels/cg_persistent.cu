@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "cg_persistent.hpp"
+#include "matrix_setup.hpp"
 #include "cuda_check.hpp"
 #include "device_utils.cuh"
 
@@ -32,8 +33,6 @@ namespace {
 
 struct PersistentCgTuning {
   static constexpr int threads = 256;
-  static constexpr int32_t max_rows = 65536;      // beyond this bandwidth dominates: use the graph path
-  static constexpr int64_t max_nnz = 4 << 20;
   static constexpr int max_blocks_per_sm = 4;     // enough groups for one row each up to ~16k rows
   static constexpr int max_partials_per_thread = 4;  // totals(): blocks <= threads * this
   static constexpr int max_trips = 4;             // rows per group: held in registers between the phases
@@ -77,7 +76,7 @@ __device__ void block_sums(double (&v)[S]) {
 // order. The gathers are L2 round trips: U of them are issued before the first is used (a plain loop waits
 // for each in turn).
 template <int Step, class Gather>
-__device__ __forceinline__ double lane_row_dot(const CsrView& a, int32_t begin, int32_t end, int lane, Gather&& gather) {
+__device__ __forceinline__ double lane_row_dot(const PersistentCgView& a, int32_t begin, int32_t end, int lane, Gather&& gather) {
   constexpr int U = PersistentCgTuning::loads_in_flight;
   double sum = 0;
   if constexpr (Step == 1) {  // one lane per row (mean row length < 2): the predicated chunk ran 2.6x slower on bcsstm05
@@ -439,7 +438,7 @@ int mean_rule_width(int32_t rows, int64_t nnz) {
   while (w < 32 && PersistentCgTuning::entries_per_lane * w <= mean) w *= 2;
   return w;
 }
-int group_width(const CsrView& a) { return a.lanes_per_row > 0 ? a.lanes_per_row : mean_rule_width(a.rows, a.nnz); }
+int group_width(const PersistentCgView& a) { return a.lanes_per_row > 0 ? a.lanes_per_row : mean_rule_width(a.rows, a.nnz); }
 
 // Long rows of a row-length table at a threshold: how many, in how many pieces.
 std::pair<int64_t, int64_t> long_rows_above(const int32_t* row_ptr, int32_t rows, int32_t threshold) {
@@ -482,9 +481,9 @@ PersistentCgPlan persistent_cg_plan(const int32_t* row_ptr, int32_t rows) {
   return {w, threshold};
 }
 
-bool persistent_cg_suits(const CsrView& a, bool jacobi) {
+bool persistent_cg_suits(const PersistentCgView& a, bool jacobi) {
   if (!a || a.rows != a.cols || a.rows == 0) return false;
-  if (a.rows > PersistentCgTuning::max_rows || a.nnz > PersistentCgTuning::max_nnz) return false;
+  if (a.rows > PersistentCgLimits::max_rows || a.nnz > PersistentCgLimits::max_nnz) return false;
   // every row needs an owner: rows <= groups * max_trips on a grid that is resident at once
   const int64_t groups = int64_t{persistent_cg_blocks(a, jacobi)} * PersistentCgTuning::threads / group_width(a);
   if (a.rows > groups * PersistentCgTuning::max_trips) return false;
@@ -499,7 +498,7 @@ bool persistent_cg_suits(const CsrView& a, bool jacobi) {
   return cooperative;
 }
 
-int persistent_cg_blocks(const CsrView& a, bool jacobi) {
+int persistent_cg_blocks(const PersistentCgView& a, bool jacobi) {
   const int w = group_width(a);
   int per_sm = 0;  // every block must be resident at once: ask the occupancy calculator, not the tuning table
   CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -513,8 +512,50 @@ int persistent_cg_blocks(const CsrView& a, bool jacobi) {
   return std::max(1, std::min(needed, cap));
 }
 
-int64_t persistent_cg_partials(const CsrView& a, bool jacobi) {
+int64_t persistent_cg_partials(const PersistentCgView& a, bool jacobi) {
   return 2 * (int64_t{kSumCount} * persistent_cg_blocks(a, jacobi) + a.long_piece_count + 2 * a.long_slot_count);
+}
+
+std::unique_ptr<PersistentCgMatrix> PersistentCgMatrix::make(const MatrixSetup& a) {
+  if (a.rows() <= 0 || a.rows() != a.cols() || a.rows() > PersistentCgLimits::max_rows ||
+      a.nnz() > PersistentCgLimits::max_nnz)
+    return nullptr;
+  // The CSR is the setup's shared one; the long-row tables come from the row pointers (at most max_rows rows:
+  // well under a millisecond on the host).
+  std::unique_ptr<PersistentCgMatrix> m(new PersistentCgMatrix());
+  m->csr_ = a.device_csr();
+  const CsrMatrix& h = a.host();
+  std::vector<int4> pieces;
+  std::vector<int2> slots;
+  std::vector<int32_t> slot_of_row(static_cast<size_t>(h.rows), -1);
+  const PersistentCgPlan plan = persistent_cg_plan(h.row_ptr.data(), h.rows);
+  m->lanes_per_row_ = plan.lanes_per_row;
+  for (int32_t i = 0; i < h.rows; ++i) {
+    if (h.row_length(i) <= plan.long_row_entries) continue;
+    const int first = static_cast<int>(pieces.size());
+    slot_of_row[static_cast<size_t>(i)] = static_cast<int32_t>(slots.size());
+    for (int32_t b = h.row_ptr[i]; b < h.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
+      pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, h.row_ptr[i + 1]), static_cast<int>(slots.size())});
+    slots.push_back({first, static_cast<int>(pieces.size()) - first});
+  }
+  m->long_pieces_ = DeviceArray<int4>(pieces, "persistent CG long-row pieces");
+  m->long_slots_ = DeviceArray<int2>(slots, "persistent CG long rows");
+  if (!slots.empty()) m->long_slot_of_row_ = DeviceArray<int32_t>(slot_of_row, "persistent CG long-row slots");
+  return m;
+}
+
+PersistentCgView PersistentCgMatrix::view() const {
+  const DeviceCsr& c = *csr_;
+  PersistentCgView v{c.rows, c.cols, c.nnz, c.row_ptr.data(), c.col_idx.data(), c.values.data()};
+  v.lanes_per_row = lanes_per_row_;
+  v.long_pieces = long_pieces_.data(), v.long_piece_count = static_cast<int32_t>(long_pieces_.size());
+  v.long_slots = long_slots_.data(), v.long_slot_count = static_cast<int32_t>(long_slots_.size());
+  v.long_slot_of_row = long_slot_of_row_.data();
+  return v;
+}
+
+int64_t PersistentCgMatrix::device_bytes() const {
+  return static_cast<int64_t>(long_pieces_.bytes() + long_slots_.bytes() + long_slot_of_row_.bytes());
 }
 
 void launch_persistent_cg(const PersistentCgProblem& problem, bool start, int iterations, cudaStream_t stream) {

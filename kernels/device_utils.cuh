@@ -80,6 +80,8 @@ __device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
 // Launch helpers (launch_utils.cu).
 int device_sm_count();
 int64_t device_l2_bytes();
+// Dynamic shared memory one block may opt in to: 227 KB on sm_90 and sm_100, 163 KB on sm_80, 99 KB on sm_89.
+size_t device_max_shared_per_block();
 // Blocks for a grid-stride kernel: enough to fill the device, never more than the work needs.
 // Keep threads_per_block * blocks_per_sm <= 2048 (and within the kernel's register budget): blocks beyond what
 // is resident at once run as a second wave that sweeps the whole matrix again, and whatever the first wave

@@ -17,6 +17,16 @@ int device_sm_count() {
   return count;
 }
 
+size_t device_max_shared_per_block() {
+  static size_t bytes = [] {
+    int dev = 0, optin = 0;
+    CHECK_CUDA(cudaGetDevice(&dev));
+    CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return static_cast<size_t>(optin);
+  }();
+  return bytes;
+}
+
 int64_t device_l2_bytes() {
   static int64_t bytes = [] {
     int dev = 0, l2 = 0;

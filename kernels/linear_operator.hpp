@@ -38,27 +38,8 @@ struct DotSink {
   int capacity = 0;  // max blocks
 };
 
-// Plain CSR arrays on the device, for whole-solver kernels that walk rows themselves (the persistent CG for
-// small systems). Empty when an operator does not keep them; the storage format stays hidden either way.
-struct CsrView {
-  int32_t rows = 0, cols = 0;
-  int64_t nnz = 0;
-  const int32_t* row_ptr = nullptr;
-  const int32_t* col = nullptr;
-  const double* val = nullptr;
-  // Long rows (chosen at setup, persistent_cg_plan) are left to a second pass that splits each into pieces:
-  // long_pieces[i] = {row, begin, end, slot}, long_slots[s] = {first piece, pieces}. A dense row otherwise
-  // serialises one group of lanes for thousands of entries.
-  int32_t lanes_per_row = 0;  // the persistent CG's row-group width chosen at setup (0: from the mean row length)
-  const int4* long_pieces = nullptr;
-  int32_t long_piece_count = 0;
-  const int2* long_slots = nullptr;
-  int32_t long_slot_count = 0;
-  const int32_t* long_slot_of_row = nullptr;  // rows entries: the row's slot, or -1 for a short row
-  explicit operator bool() const { return row_ptr != nullptr; }
-};
-
 class MatrixSetup;
+class PersistentCgMatrix;
 
 class LinearOperator {
  public:
@@ -73,8 +54,9 @@ class LinearOperator {
   // fused epilogue (the caller then runs a separate dot). Only for square operators.
   virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const;
 
-  // A CSR copy of A when this operator keeps one (auto does for small matrices), else empty.
-  virtual CsrView csr_view() const { return {}; }
+  // A's layout for the one-launch persistent CG when this operator keeps one (auto does for small systems,
+  // cg_persistent.hpp), else null.
+  virtual const PersistentCgMatrix* persistent_cg_matrix() const { return nullptr; }
 
   virtual std::string name() const = 0;
   // The kernel that runs at block width k: name() for a kernel; auto's choice for auto.

@@ -27,7 +27,10 @@ fi
 
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# GPU architectures: SPCG_CUDA_ARCHITECTURES (e.g. "80;90"), else CMake's choice (this machine's GPU, else sm_90).
+archs=()
+[ -n "${SPCG_CUDA_ARCHITECTURES:-}" ] && archs=(-DCMAKE_CUDA_ARCHITECTURES="$SPCG_CUDA_ARCHITECTURES")
 if [ ! -f build/build.ninja ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" "${launcher[@]}" >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" "${launcher[@]}" "${archs[@]}" >/dev/null
 fi
 cmake --build build -j "$(nproc)"

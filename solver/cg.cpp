@@ -35,7 +35,7 @@ void take_history(const std::vector<double>& h, int iterations, Monitor& mon, in
 }
 
 // Small systems: the whole loop in one cooperative launch per monitor interval (kernels/cg_persistent.cu).
-void cg_persistent(const CsrView& view, const double* dinv, const double* b, double* x, const SolveOptions& o,
+void cg_persistent(const PersistentCgView& view, const double* dinv, const double* b, double* x, const SolveOptions& o,
                    cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = view.rows;
   // One allocation for everything (r, p, q x2, partial sums, piece sums, barrier counter, state, history): at
@@ -89,10 +89,12 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
                cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = A.rows();
   if (o.vector_ops == VectorOps::fused && o.persistent != Switch::off) {
-    const CsrView view = A.csr_view();
+    const PersistentCgMatrix* small = A.persistent_cg_matrix();
+    const PersistentCgView view = small ? small->view() : PersistentCgView{};
     if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(view, dinv, b, x, o, s, timer, mon, column, res);
     if (o.persistent == Switch::on)
-      throw UsageError("the persistent CG was asked for, but this operator keeps no small CSR copy (kernel auto, n <= 65536)");
+      throw UsageError("the persistent CG was asked for, but this operator keeps no layout for it (kernel auto, n <= " +
+                       std::to_string(PersistentCgLimits::max_rows) + ")");
   }
   const double spmv_bytes = A.bytes_per_apply(1);
   DeviceArray<double> r(n, "CG residual"), p(n, "CG direction"), q(n, "CG A*p"), z(dinv ? n : 0, "CG z");

@@ -11,6 +11,7 @@
 #include <cuda_profiler_api.h>
 
 #include "blas1.hpp"
+#include "cg_persistent.hpp"
 #include "cuda_check.hpp"
 #include "eigen_bridge.hpp"
 #include "matrix_setup.hpp"
@@ -296,6 +297,8 @@ SolveResult Solver::solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, con
   x.data = X.values.download<HostVector<double>>();
   return r;
 }
+
+int32_t persistent_cg_max_rows() { return PersistentCgLimits::max_rows; }
 
 ScopedRange::ScopedRange(const char* name) {
 #ifdef SPCG_NVTX

@@ -98,6 +98,9 @@ class Solver {
   std::unique_ptr<Impl> impl_;
 };
 
+// Systems of at most this many rows run CG as one cooperative launch (kernel auto, Switch persistent).
+int32_t persistent_cg_max_rows();
+
 // An NVTX range of this name around a scope (Nsight Systems shows the report's phases by name).
 class ScopedRange {
  public:
