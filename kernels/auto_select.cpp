@@ -30,7 +30,7 @@ struct AutoTuning {
   static constexpr int latency_bound_trial_runs = 15;
   static constexpr int latency_bound_batch = 10;   // applies per timed run
   // Latency-bound: GPU time of untimed rounds before the trial, so it runs at speed. 10 ms fixed an idle-clock
-  // mis-pick (session 12: sell-sorted over csr-vector on bcsstk04) but was 2/3 of a small file's setup
+  // mis-pick (sell-sorted over csr-vector on bcsstk04; docs/perf-notes.md, "Auto's trial after an idle gap") but was 2/3 of a small file's setup
   // (H100: analysis 14-17 ms of 16-19, issue #22's floor + 40 ms). With 4 ms, five runs on bcsstk04 (H100)
   // took csr-vector four times and csr-adaptive once (4.7 vs 4.9 us), never sell-sorted (8.8 us).
   static constexpr double warmup_busy_ms = 4.0;

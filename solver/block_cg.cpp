@@ -4,7 +4,7 @@
 // ones (solver/small_dense.cpp): a duplicate or dependent right-hand side, or one that has converged, leaves the
 // block instead of breaking it; a second pass (CholQR2) when W'AW is ill-conditioned. Pivoting on W'AW rather
 // than W'W: H100, 42 SuiteSparse files x none/Jacobi at k = 16, 0.55x multi-cg's iterations instead of 0.71x
-// (docs/perf-notes.md, session 13). Converged columns are frozen (their alpha columns are zeroed) while their
+// (docs/perf-notes.md, "Pivoting on W'AW (an A-orthonormal P), kept"). Converged columns are frozen (their alpha columns are zeroed) while their
 // directions stay in the Krylov space of the others. The running columns go on as multi-cg from the current X
 // when W'AW or P'AP is not numerically positive definite, or when the block stalls (no new best residual in
 // SolveOptions::stagnation_window iterations, near the target or with a block that has lost rank).
@@ -21,7 +21,7 @@
 // (launch_block_step); W keeps the columns running before the new norms are known, so a column that converges
 // leaves W one step later (its alpha column is zeroed meanwhile). Wider blocks: R's update, then a combine that
 // also pays the deferred X += W (T alpha).
-// Dense n x m passes through our streaming kernels (kernels/block_ops.cu) for k <= 32, cuBLAS beyond; the
+// Dense n x m passes through our streaming kernels (kernels/solver_ops/block_ops.cu) for k <= 32, cuBLAS beyond; the
 // small k x k work on the host.
 #include <algorithm>
 #include <chrono>
@@ -68,7 +68,7 @@ class Blas {
   cublasHandle_t h_ = nullptr;
 };
 
-// The n x m dense steps of block CG: our streaming kernels (kernels/block_ops.cu) up to 32 right-hand sides,
+// The n x m dense steps of block CG: our streaming kernels (kernels/solver_ops/block_ops.cu) up to 32 right-hand sides,
 // cuBLAS beyond (row scalings then go through a scratch block). Small matrices travel host <-> device through
 // one staging buffer on the solver's stream.
 class DenseSteps {
@@ -222,7 +222,7 @@ struct BlockCgTuning {
   // product (the pivot of the equilibrated W'AW) is below this: far above the rounding of a duplicate or
   // combined right-hand side in the Gram pass (~1e-15), and low enough that directions of an ill-conditioned
   // block are kept (1e-12 made block CG stall on bcsstk04 without a preconditioner; docs/perf-notes.md,
-  // session 13). A pivot below -drop means W'AW is indefinite.
+  // "The multi-cg fallback was a bug in the Cholesky-QR factor"). A pivot below -drop means W'AW is indefinite.
   static constexpr double drop = 1e-13;
   static constexpr double stall_progress = 0.9;  // a new best residual must be below this times the last
   static constexpr double stall_near_target = 1e3;  // a full-rank block stalls only below this times rtol
@@ -334,7 +334,8 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   // without a preconditioner stays above its starting residual for ~900 iterations, then block CG converges in
   // ~1900 where multi-cg from there needs ~14000; a block of rank 1 from duplicated right-hand sides is CG
   // itself). A rank-deficient block, with fewer kept directions than running columns that were independent at
-  // the start, stalls anywhere: those directions were lost to rounding (docs/perf-notes.md, session 14).
+  // the start, stalls anywhere: those directions were lost to rounding (docs/perf-notes.md, "The stall watch cut
+  // block CG off in CG's initial rise").
   double best_worst = std::numeric_limits<double>::infinity();
   int best_at = 0;
   std::vector<bool> dependent_at_start(k, false);  // dropped by the first Cholesky: deflated, not lost

@@ -34,7 +34,7 @@ void take_history(const std::vector<double>& h, int iterations, Monitor& mon, in
     hist[column].emplace_back(i, std::sqrt(h[i]));
 }
 
-// Small systems: the whole loop in one cooperative launch per monitor interval (kernels/cg_persistent.cu).
+// Small systems: the whole loop in one cooperative launch per monitor interval (kernels/solver_ops/cg_persistent.cu).
 void cg_persistent(const PersistentCgView& view, const double* dinv, const double* b, double* x, const SolveOptions& o,
                    cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = view.rows;

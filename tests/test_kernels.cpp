@@ -498,7 +498,7 @@ TEST(BenchProbes, ColumnMajorCusparseMatchesReference) {
   }
 }
 
-// Block CG's dense kernels (kernels/block_ops.cu) against plain host loops in long double, outputs
+// Block CG's dense kernels (kernels/solver_ops/block_ops.cu) against plain host loops in long double, outputs
 // NaN-poisoned first; shapes cover 1 column, odd widths, every row-group width (1..8 threads per row) and the
 // 32/64-column limits, with and without the optional operands.
 struct BlockOpsData {

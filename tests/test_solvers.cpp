@@ -335,7 +335,8 @@ TEST_F(GpuSolver, BlockCgWideBlocksAndJacobiMatchEigen) {
 }
 
 TEST_F(GpuSolver, BlockCgKeepsItsBlockOnIllConditionedFiles) {
-  // nos6 (kappa ~ 1e7) with Jacobi, bcsstk01 (kappa ~ 1e6) without: until session 13 the Cholesky-QR factor
+  // nos6 (kappa ~ 1e7) with Jacobi, bcsstk01 (kappa ~ 1e6) without: before the fix in docs/perf-notes.md, "The multi-cg fallback was a bug
+  // in the Cholesky-QR factor", the Cholesky-QR factor
   // of W'W was wrong after a late pivot swap, P drifted away from orthonormal and P'AP lost definiteness
   // within ~20 iterations, so these solves ended in the multi-cg fallback. Now the block runs to the end. On
   // files this ill-conditioned rounding can cost block CG its advantage in a solve (with W'W pivoting, nos6 k = 8
@@ -364,7 +365,8 @@ TEST_F(GpuSolver, BlockCgKeepsItsBlockOnIllConditionedFiles) {
 TEST_F(GpuSolver, BlockCgRidesOutTheInitialResidualRise) {
   // bcsstk21 without a preconditioner: the largest residual of the block rises ~4x and stays above its start for
   // hundreds of iterations, while the block keeps full rank; then block CG converges in a fraction of single
-  // CG's ~14000 iterations. Until session 14 the stall watch cut it off at iteration 200 and multi-cg took the
+  // CG's ~14000 iterations. Before docs/perf-notes.md, "The stall watch cut block CG off in CG's
+  // initial rise", the stall watch cut it off at iteration 200 and multi-cg took the
   // columns the long way (the H100 files table: 14362 iterations).
   const CsrMatrix a = read_matrix_market(spcg::test::input("bcsstk21.mtx")).matrix;
   const HostSolveResult single = eigen_cg(a, random_block(a.rows, 1, 3), 1e-8, 40000, false);

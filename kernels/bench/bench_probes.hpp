@@ -10,7 +10,7 @@
 
 namespace spcg {
 
-// The gather floor of a CSR matrix (kernels/gather_floor.cu): sum of val[k] * x[col[k]] over all nonzeros,
+// The gather floor of a CSR matrix (kernels/bench/gather_floor.cu): sum of val[k] * x[col[k]] over all nonzeros,
 // streamed without row structure. partials: gather_floor_partials(nnz) doubles.
 int64_t gather_floor_partials(int64_t nnz);
 void launch_gather_floor(int64_t nnz, const double* val, const int32_t* col, const double* x, double* partials,
