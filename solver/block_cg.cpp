@@ -231,102 +231,224 @@ struct BlockCgTuning {
   static constexpr double second_pass_cond = 1e6;
 };
 
-}  // namespace
+// One block CG solve. The state that lives across iterations is members; each method is a step of the
+// recurrence in the file's header comment, and run() is its loop.
+class BlockCg {
+ public:
+  BlockCg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
+      : A_(A), dinv_(dinv), B_(B), X_(X), o_(o), frame_("block-cg", B, o), s_(frame_.stream()), mon_(frame_.monitor()),
+        timer_(frame_.timer()), res_(frame_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_),
+        R_(n_, k_, "block-cg R"), V_(n_, k_, "block-cg V"), W1_(n_, k_, "block-cg W"), W2_(n_, k_, "block-cg W'"),
+        W_(W1_.data()), spare_(W2_.data()), norms_(k_, "block-cg norms"), ws_(reduction_blocks(n_ * k_), 2 * k_),
+        dependent_at_start_(k_, false) {}
 
-SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
-                           const SolveOptions& o, cudaStream_t) {
-  CudaStream s;
-  SolveResult res;
-  res.solver = "block-cg";
-  const int k = B.cols;
-  const int64_t n = B.rows;
-  const std::vector<double> bn = column_norms(B, s);
-  Monitor mon(o.stop, bn, o.monitor_every, o.keep_history);
-  KernelTimer timer(o.time_kernels, s);
-  DenseSteps dense(k, n, s);
-  const auto t0 = std::chrono::steady_clock::now();
-  DeviceBlock R(n, k, "block-cg R"), V(n, k, "block-cg V"), W1(n, k, "block-cg W"), W2(n, k, "block-cg W'");
-  double* W = W1.data();      // n x m, the unorthonormalised search block; P = W T
-  double* spare = W2.data();  // the next W is formed here, then the two swap
-  int m = 0, r = 0;           // columns of W and of P
-  Small T;                    // m x r
-  DeviceArray<double> norms(k, "block-cg norms");
-  ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
-  const double nk = double(n) * k;
-
-  timer.run("residual", A.bytes_per_apply(k) + 16.0 * nk, [&] {  // R = B - A X
-    CHECK_CUDA(cudaMemcpyAsync(R.data(), B.data(), B.size() * sizeof(double), cudaMemcpyDeviceToDevice, s));
-    A.apply(-1.0, X.data(), 1.0, R.data(), k, s);
-  });
-  res.operator_applies = 1, res.operator_columns = k;
-  auto observe = [&](const std::vector<double>& rr, int it) {
-    for (int j = 0; j < k; ++j) mon.observe(j, it, std::sqrt(rr[j]));
-  };
-  auto active_columns = [&] {
-    std::vector<int> a;
-    for (int j = 0; j < k; ++j)
-      if (mon.status(j) == ColumnStatus::running) a.push_back(j);
-    return a;
-  };
-  auto fail_active = [&](ColumnStatus st, int it) {
-    for (int j : active_columns()) mon.finish(j, st, it);
-  };
-  // X += W Ta is deferred from the update into the next combine, which reads W anyway (one pass over W
-  // fewer per iteration); it is owed while x_owed is set, and paid before anything reads X.
-  Small owed_Ta;
-  bool x_owed = false;
-  auto pay_x = [&] {
-    if (!x_owed) return;
-    timer.run("update-x", 8.0 * n * (m + 2 * k), [&] {
-      dense.combine(nullptr, 0, W, m, Small(m, 0), nullptr, 0, {}, nullptr, X.data(), k, &owed_Ta);
-    });
-    x_owed = false;
-  };
-  // The running columns go on as independent CG recurrences (multi-cg) from the current X; their statuses and
-  // iteration counts (it + multi-cg's) come from that solve.
-  auto finish_with_multi_cg = [&](int it, const std::string& reason) {
-    res.fallback_reason = reason;
+  SolveResult run() {
+    start();
+    while (!mon_.all_done()) {
+      const Orthonormalised orth = orthonormalise();
+      if (orth == Orthonormalised::non_finite) {
+        fail_active(ColumnStatus::non_finite);
+        break;
+      }
+      if (orth == Orthonormalised::indefinite) {
+        fall_back("W'AW of the block is not positive definite");
+        break;
+      }
+      if (r_ == 0) {  // every remaining direction was dependent, yet columns run: the recurrence lost them
+        fall_back("every direction of the block dropped while columns still run");
+        break;
+      }
+      Small Ta, Tbeta;
+      if (!coefficients(Ta, Tbeta)) break;
+      if (!advance(Ta, Tbeta)) break;
+    }
     pay_x();
-    const std::vector<int> cols = active_columns();
-    const int a = static_cast<int>(cols.size());
-    DeviceBlock Bs(n, a, "block-cg fallback B"), Xs(n, a, "block-cg fallback X");
-    auto copy_column = [&](double* dst, int dst_cols, int dst_col, const double* src, int src_cols, int src_col) {
-      CHECK_CUDA(cudaMemcpy2DAsync(dst + dst_col, dst_cols * sizeof(double), src + src_col, src_cols * sizeof(double),
-                                   sizeof(double), static_cast<size_t>(n), cudaMemcpyDeviceToDevice, s));
-    };
-    for (int c = 0; c < a; ++c) {
-      copy_column(Bs.data(), a, c, B.data(), k, cols[c]);
-      copy_column(Xs.data(), a, c, X.data(), k, cols[c]);
+    return frame_.finish();
+  }
+
+ private:
+  enum class Orthonormalised { ok, non_finite, indefinite };
+
+  // R = B - A X; the first residual norms; W = M^-1 R(:, running).
+  void start() {
+    const double nk = double(n_) * k_;
+    timer_.run("residual", A_.bytes_per_apply(k_) + 16.0 * nk, [&] {
+      CHECK_CUDA(cudaMemcpyAsync(R_.data(), B_.data(), B_.size() * sizeof(double), cudaMemcpyDeviceToDevice, s_));
+      A_.apply(-1.0, X_.data(), 1.0, R_.data(), k_, s_);
+    });
+    res_.operator_applies = 1, res_.operator_columns = k_;
+    std::vector<double> rr(k_);
+    timer_.run("norms", 8.0 * nk, [&] { launch_column_dots(n_, k_, R_.data(), R_.data(), ws_, norms_.data(), s_); });
+    CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms_.data(), k_ * sizeof(double), cudaMemcpyDeviceToHost, s_));
+    CHECK_CUDA(cudaStreamSynchronize(s_));
+    observe(rr);
+    const std::vector<int> act = active_columns();
+    if (!act.empty()) {
+      form_w(act, Small(0, static_cast<int>(act.size())));  // W = M^-1 R(:, act)
+      cols_of_w_ = act;
     }
-    SolveOptions so = o;
-    so.stop.max_iterations = std::max(0, o.stop.max_iterations - it);
-    so.keep_history = false;
-    const SolveResult sub = solve_multi_cg(A, dinv, Bs, Xs, so, s);
-    for (int c = 0; c < a; ++c) copy_column(X.data(), k, cols[c], Xs.data(), a, c);
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    for (int c = 0; c < a; ++c) {
-      const ColumnResult& cr = sub.columns[c];
-      mon.observe(cols[c], it + cr.iterations, cr.recursive_residual);
-      mon.finish(cols[c], cr.status, it + cr.iterations);
+  }
+
+  // V = A W, then one Gram pass G = [W, M^-1 V]' [V, R]: W'AW = W'V for T as well as the products of the step.
+  // T such that P = W T is A-orthonormal (P'AP = I): pivoted Cholesky of the equilibrated W'AW; RHS columns
+  // whose direction was dropped are deflated, and a negative pivot means A is not positive definite on the
+  // block. When W'AW is ill-conditioned, P = W T is formed and the pass repeats on it (CholQR2 in the A inner
+  // product; the SpMM is redone).
+  Orthonormalised orthonormalise() {
+    bool second_pass = false;
+    for (;;) {
+      timer_.run("spmm", A_.bytes_per_apply(m_), [&] { A_.apply(1.0, W_, 0.0, V_.data(), m_, s_); });  // V = A W
+      ++res_.operator_applies, res_.operator_columns += m_;
+      const GramInputs gin{W_, m_, V_.data(), m_, dinv_, V_.data(), m_, R_.data(), k_};
+      timer_.run("gram", 8.0 * n_ * (2 * m_ + k_ + (dinv_ ? 1 : 0)), [&] { G_ = dense_.gram(gin); });
+      Small WtAW = sub(G_, 0, 0, m_, m_);
+      for (int i = 0; i < m_; ++i)
+        for (int j = 0; j < i; ++j) WtAW(i, j) = WtAW(j, i) = 0.5 * (WtAW(i, j) + WtAW(j, i));
+      for (double v : WtAW.a)
+        if (!std::isfinite(v)) return Orthonormalised::non_finite;
+      // W columns of right-hand sides that stopped running in the last step (the one-pass step forms W before
+      // it knows the new norms) stay out of P, as if W had been formed without them.
+      std::vector<bool> stopped(m_, false);
+      if (!second_pass)
+        for (int c = 0; c < m_; ++c) stopped[c] = mon_.status(cols_of_w_[c]) != ColumnStatus::running;
+      const Orth orth = pivoted_cholqr(WtAW, second_pass ? 0.0 : BlockCgTuning::drop, stopped);
+      if (orth.negative_diagonal || orth.rejected_pivot < -BlockCgTuning::drop) return Orthonormalised::indefinite;
+      if (second_pass) {
+        T_ = orth.T;
+        return static_cast<int>(orth.kept.size()) != r_ ? Orthonormalised::non_finite : Orthonormalised::ok;
+      }
+      std::vector<bool> kept(m_, false);
+      for (int c : orth.kept) kept[c] = true;
+      for (int c = 0; c < m_; ++c)
+        if (!kept[c] && !stopped[c]) {
+          mon_.mark_deflated(cols_of_w_[c]);
+          if (it_ == 0) dependent_at_start_[cols_of_w_[c]] = true;
+        }
+      r_ = static_cast<int>(orth.kept.size());
+      T_ = orth.T;
+      if (r_ == 0 || orth.pivot_ratio < BlockCgTuning::second_pass_cond) return Orthonormalised::ok;
+      timer_.run("orth", 8.0 * n_ * (m_ + r_), [&] { dense_.combine(spare_, r_, W_, m_, T_); });  // P = W T, formed
+      std::swap(W_, spare_);
+      m_ = r_;
+      second_pass = true;
     }
-    res.operator_applies += sub.operator_applies, res.operator_columns += sub.operator_columns;
-    for (const KernelStat& ks : sub.kernels) timer.add("fallback-" + ks.name, ks);
-    res.fallback_columns = a;
-  };
+  }
+
+  // From G = [W'V W'R; V'M^-1 V  V'M^-1 R]: Ta = T alpha (P alpha = W Ta) and Tbeta = T beta, with
+  //   alpha = (P'AP)^-1 P'R (frozen columns zeroed),  beta = -(P'AP)^-1 Q'Z,  Q'Z = T'(V'M^-1 R - V'M^-1 V Ta).
+  // False when P'AP is not SPD (the columns then went on as multi-cg, or were marked non-finite).
+  bool coefficients(Small& Ta, Small& Tbeta) {
+    Small PtQ = tmatmul(T_, matmul(sub(G_, 0, 0, m_, m_), T_));  // P'AP = T' W'V T (= I up to rounding)
+    for (int i = 0; i < r_; ++i)
+      for (int j = 0; j < i; ++j) PtQ(i, j) = PtQ(j, i) = 0.5 * (PtQ(i, j) + PtQ(j, i));
+    Small alpha = tmatmul(T_, sub(G_, 0, m_, m_, k_));  // P'R
+    if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace, or rounding
+      bool finite = true;
+      for (double v : PtQ.a) finite &= std::isfinite(v);
+      if (finite) fall_back("P'AP of the block lost positive definiteness");
+      else fail_active(ColumnStatus::non_finite);
+      return false;
+    }
+    for (int j = 0; j < k_; ++j)
+      if (mon_.status(j) != ColumnStatus::running)
+        for (int i = 0; i < r_; ++i) alpha(i, j) = 0.0;
+    Ta = matmul(T_, alpha);
+    // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta), so beta needs no pass over the new R
+    Small VtZ = sub(G_, m_, m_, m_, k_);
+    const Small VtDVTa = matmul(sub(G_, m_, 0, m_, m_), Ta);
+    for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
+    Small beta = tmatmul(T_, VtZ);
+    spd_solve(PtQ, beta);
+    for (double& v : beta.a) v = -v;
+    Tbeta = matmul(T_, beta);
+    return true;
+  }
+
+  // X += W Ta; R -= V Ta; the new norms; W = Z(:, running) + W Tbeta(:, running). False when the solve ended
+  // here (every column done, or the block stalled and went on as multi-cg).
+  bool advance(const Small& Ta, const Small& Tbeta) {
+    if (dense_.fuses(m_, k_)) {
+      // One pass: X += W Ta, R -= V Ta, ||R(:, j)||^2, and the next W for the columns running now. A column
+      // that converges in this step leaves W one step later (its alpha column is zeroed meanwhile): the search
+      // block is formed before the new norms are known.
+      pay_x();
+      const std::vector<int> act = active_columns();
+      std::vector<double> rr;
+      timer_.run("step", 8.0 * n_ * (2 * m_ + 4 * k_ + static_cast<double>(act.size()) + (dinv_ ? 1 : 0)), [&] {
+        rr = dense_.step(X_.data(), R_.data(), k_, W_, V_.data(), m_, Ta, Tbeta, act, dinv_, spare_, norms_);
+      });
+      std::swap(W_, spare_);
+      m_ = static_cast<int>(act.size());
+      cols_of_w_ = act;
+      ++it_;
+      observe(rr);
+      if (!mon_.all_done() && stalled()) {
+        fall_back(stall_note());
+        return false;
+      }
+      return true;
+    }
+    // R -= V Ta; ||R(:, j)||^2; X += W Ta is owed (paid by the next combine)
+    owed_Ta_ = Ta;
+    std::vector<double> rr;
+    timer_.run("update-r", 8.0 * n_ * (m_ + 2 * k_), [&] {
+      rr = dense_.update_xr(nullptr, R_.data(), k_, nullptr, V_.data(), m_, owed_Ta_, norms_, ws_);
+    });
+    x_owed_ = true;
+    ++it_;
+    observe(rr);
+    if (mon_.all_done()) return false;
+    if (stalled()) {
+      fall_back(stall_note());
+      return false;
+    }
+    const std::vector<int> act = active_columns();
+    Small Tbeta_act(Tbeta.rows, static_cast<int>(act.size()));
+    for (size_t c = 0; c < act.size(); ++c)
+      for (int i = 0; i < Tbeta.rows; ++i) Tbeta_act(i, static_cast<int>(c)) = Tbeta(i, act[c]);
+    form_w(act, Tbeta_act);  // W = Z(:, act) + W T beta(:, act)
+    cols_of_w_ = act;
+    return true;
+  }
+
+  void observe(const std::vector<double>& rr) {
+    for (int j = 0; j < k_; ++j) mon_.observe(j, it_, std::sqrt(rr[j]));
+  }
+  std::vector<int> active_columns() const {
+    std::vector<int> a;
+    for (int j = 0; j < k_; ++j)
+      if (mon_.status(j) == ColumnStatus::running) a.push_back(j);
+    return a;
+  }
+  void fail_active(ColumnStatus st) {
+    for (int j : active_columns()) mon_.finish(j, st, it_);
+  }
+
+  // X += W Ta is deferred from the update into the next combine, which reads W anyway (one pass over W fewer
+  // per iteration); it is owed while x_owed_ is set, and paid before anything reads X.
+  void pay_x() {
+    if (!x_owed_) return;
+    timer_.run("update-x", 8.0 * n_ * (m_ + 2 * k_), [&] {
+      dense_.combine(nullptr, 0, W_, m_, Small(m_, 0), nullptr, 0, {}, nullptr, X_.data(), k_, &owed_Ta_);
+    });
+    x_owed_ = false;
+  }
+
   // W = M^-1 R(:, act) + W_old Tb, formed in the spare block (Tb empty: no W_old term); the owed X += W_old Ta
   // in the same pass.
-  auto form_w = [&](const std::vector<int>& act, const Small& Tb) {
+  void form_w(const std::vector<int>& act, const Small& Tb) {
     const int m_new = static_cast<int>(act.size());
-    const bool with_x = x_owed && Tb.rows == m && m > 0;
-    if (x_owed && !with_x) pay_x();
-    timer.run("combine", 8.0 * n * (Tb.rows + 2 * m_new + (dinv ? 1 : 0) + (with_x ? 2 * k : 0)), [&] {
-      dense.combine(spare, m_new, W, Tb.rows, Tb, R.data(), k, act, dinv, with_x ? X.data() : nullptr, k,
-                    with_x ? &owed_Ta : nullptr);
+    const bool with_x = x_owed_ && Tb.rows == m_ && m_ > 0;
+    if (x_owed_ && !with_x) pay_x();
+    timer_.run("combine", 8.0 * n_ * (Tb.rows + 2 * m_new + (dinv_ ? 1 : 0) + (with_x ? 2 * k_ : 0)), [&] {
+      dense_.combine(spare_, m_new, W_, Tb.rows, Tb, R_.data(), k_, act, dinv_, with_x ? X_.data() : nullptr, k_,
+                     with_x ? &owed_Ta_ : nullptr);
     });
-    x_owed = false;
-    std::swap(W, spare);
-    m = m_new;
-  };
+    x_owed_ = false;
+    std::swap(W_, spare_);
+    m_ = m_new;
+  }
+
   // Stall watch: the largest relative residual among the running columns must reach a new best (below
   // stall_progress x the last) at least once every o.stagnation_window iterations. A full-rank block counts as
   // stalled only near its target (best within stall_near_target x rtol): there multi-cg finishes the columns in a
@@ -336,168 +458,94 @@ SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const De
   // itself). A rank-deficient block, with fewer kept directions than running columns that were independent at
   // the start, stalls anywhere: those directions were lost to rounding (docs/perf-notes.md, "The stall watch cut
   // block CG off in CG's initial rise").
-  double best_worst = std::numeric_limits<double>::infinity();
-  int best_at = 0;
-  std::vector<bool> dependent_at_start(k, false);  // dropped by the first Cholesky: deflated, not lost
-  auto rank_deficient = [&] {
-    int independent = 0;
-    for (int j : active_columns()) independent += !dependent_at_start[j];
-    return r < independent;
-  };
-  auto stalled = [&](int it) {
-    if (o.stagnation_window <= 0) return false;
+  bool stalled() {
+    if (o_.stagnation_window <= 0) return false;
+    const std::vector<double>& bn = frame_.b_norms();
     double worst = 0;
-    for (int j : active_columns()) worst = std::max(worst, mon.residual(j) / std::max(bn[j], 1e-300));
-    if (worst < BlockCgTuning::stall_progress * best_worst) best_worst = worst, best_at = it;
-    return it - best_at >= o.stagnation_window &&
-           (best_worst <= BlockCgTuning::stall_near_target * o.stop.rtol || rank_deficient());
-  };
-  auto stall_note = [&] {
-    return "no progress in " + std::to_string(o.stagnation_window) + " iterations (largest relative residual of the running columns, " +
-           (rank_deficient() ? "block of rank " + std::to_string(r) + ")" : "near the target)");
-  };
-  int it = 0;
-  {
-    std::vector<double> rr(k);
-    timer.run("norms", 8.0 * nk, [&] { launch_column_dots(n, k, R.data(), R.data(), ws, norms.data(), s); });
-    CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    observe(rr, 0);
+    for (int j : active_columns()) worst = std::max(worst, mon_.residual(j) / std::max(bn[j], 1e-300));
+    if (worst < BlockCgTuning::stall_progress * best_worst_) best_worst_ = worst, best_at_ = it_;
+    return it_ - best_at_ >= o_.stagnation_window &&
+           (best_worst_ <= BlockCgTuning::stall_near_target * o_.stop.rtol || rank_deficient());
   }
-  std::vector<int> act = active_columns();
-  std::vector<int> cols_of_w;  // the right-hand side of each column of W
-  if (!act.empty()) {
-    form_w(act, Small(0, static_cast<int>(act.size())));  // W = M^-1 R(:, act)
-    cols_of_w = act;
+  bool rank_deficient() const {
+    int independent = 0;
+    for (int j : active_columns()) independent += !dependent_at_start_[j];
+    return r_ < independent;
   }
-  while (!mon.all_done()) {
-    // V = A W, then one Gram pass [W, M^-1 V]' [V, R]: W'AW = W'V for T as well as the products of the step.
-    // T such that P = W T is A-orthonormal (P'AP = I): pivoted Cholesky of the equilibrated W'AW; RHS columns
-    // whose direction was dropped are deflated, and a negative pivot means A is not positive definite on the
-    // block. When W'AW is ill-conditioned, P = W T is formed and the pass repeats on it (CholQR2 in the A inner
-    // product; the SpMM is redone).
-    Small G, WtAW;
-    bool second_pass = false, failed = false, indefinite = false;
-    for (;;) {
-      timer.run("spmm", A.bytes_per_apply(m), [&] { A.apply(1.0, W, 0.0, V.data(), m, s); });  // V = A W
-      ++res.operator_applies, res.operator_columns += m;
-      const GramInputs gin{W, m, V.data(), m, dinv, V.data(), m, R.data(), k};
-      timer.run("gram", 8.0 * n * (2 * m + k + (dinv ? 1 : 0)), [&] { G = dense.gram(gin); });
-      WtAW = sub(G, 0, 0, m, m);
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < i; ++j) WtAW(i, j) = WtAW(j, i) = 0.5 * (WtAW(i, j) + WtAW(j, i));
-      for (double v : WtAW.a) failed |= !std::isfinite(v);
-      if (failed) break;
-      // W columns of right-hand sides that stopped running in the last step (the one-pass step forms W before
-      // it knows the new norms) stay out of P, as if W had been formed without them.
-      std::vector<bool> stopped(m, false);
-      if (!second_pass)
-        for (int c = 0; c < m; ++c) stopped[c] = mon.status(cols_of_w[c]) != ColumnStatus::running;
-      const Orth o = pivoted_cholqr(WtAW, second_pass ? 0.0 : BlockCgTuning::drop, stopped);
-      if (o.negative_diagonal || o.rejected_pivot < -BlockCgTuning::drop) {
-        indefinite = true;
-        break;
-      }
-      if (second_pass) {
-        failed = static_cast<int>(o.kept.size()) != r;
-        T = o.T;
-        break;
-      }
-      std::vector<bool> kept(m, false);
-      for (int c : o.kept) kept[c] = true;
-      for (int c = 0; c < m; ++c)
-        if (!kept[c] && !stopped[c]) {
-          mon.mark_deflated(cols_of_w[c]);
-          if (it == 0) dependent_at_start[cols_of_w[c]] = true;
-        }
-      r = static_cast<int>(o.kept.size());
-      T = o.T;
-      if (r == 0 || o.pivot_ratio < BlockCgTuning::second_pass_cond) break;
-      timer.run("orth", 8.0 * n * (m + r), [&] { dense.combine(spare, r, W, m, T); });  // P = W T, formed
-      std::swap(W, spare);
-      m = r;
-      second_pass = true;
-    }
-    if (failed) {
-      fail_active(ColumnStatus::non_finite, it);
-      break;
-    }
-    if (indefinite) {
-      finish_with_multi_cg(it, "W'AW of the block is not positive definite");
-      break;
-    }
-    if (r == 0) {  // every remaining direction was dependent, yet columns run: the recurrence lost them
-      finish_with_multi_cg(it, "every direction of the block dropped while columns still run");
-      break;
-    }
-    // G = [W'V W'R; V'M^-1 V  V'M^-1 R]
-    Small PtQ = tmatmul(T, matmul(sub(G, 0, 0, m, m), T));  // P'AP = T' W'V T (= I up to rounding)
-    for (int i = 0; i < r; ++i)
-      for (int j = 0; j < i; ++j) PtQ(i, j) = PtQ(j, i) = 0.5 * (PtQ(i, j) + PtQ(j, i));
-    Small alpha = tmatmul(T, sub(G, 0, m, m, k));  // alpha = (P'AP)^-1 P'R, frozen columns zeroed
-    if (!spd_solve(PtQ, alpha)) {  // P'AP not SPD: A is not SPD on this subspace, or rounding
-      bool finite = true;
-      for (double v : PtQ.a) finite &= std::isfinite(v);
-      if (finite) finish_with_multi_cg(it, "P'AP of the block lost positive definiteness");
-      else fail_active(ColumnStatus::non_finite, it);
-      break;
-    }
-    for (int j = 0; j < k; ++j)
-      if (mon.status(j) != ColumnStatus::running)
-        for (int i = 0; i < r; ++i) alpha(i, j) = 0.0;
-    owed_Ta = matmul(T, alpha);  // P alpha = W (T alpha)
-    const Small& Ta = owed_Ta;
-    // Q'Z for the new R: T'(V'M^-1 R_old - V'M^-1 V Ta), so beta needs no pass over the new R
-    Small VtZ = sub(G, m, m, m, k);
-    const Small VtDVTa = matmul(sub(G, m, 0, m, m), Ta);
-    for (size_t i = 0; i < VtZ.a.size(); ++i) VtZ.a[i] -= VtDVTa.a[i];
-    Small beta = tmatmul(T, VtZ);  // beta = -(P'AP)^-1 Q'Z
-    spd_solve(PtQ, beta);
-    for (double& v : beta.a) v = -v;
-    if (dense.fuses(m, k)) {
-      // One pass: X += W Ta, R -= V Ta, ||R(:, j)||^2, and the next W = Z(:, act) + W T beta(:, act) for the
-      // columns running now. A column that converges in this step leaves W one step later (its alpha column
-      // is zeroed meanwhile): the search block is formed before the new norms are known.
-      pay_x();
-      act = active_columns();
-      std::vector<double> rr;
-      timer.run("step", 8.0 * n * (2 * m + 4 * k + static_cast<double>(act.size()) + (dinv ? 1 : 0)), [&] {
-        rr = dense.step(X.data(), R.data(), k, W, V.data(), m, Ta, matmul(T, beta), act, dinv, spare, norms);
-      });
-      std::swap(W, spare);
-      m = static_cast<int>(act.size());
-      cols_of_w = act;
-      ++it;
-      observe(rr, it);
-      if (!mon.all_done() && stalled(it)) {
-        finish_with_multi_cg(it, stall_note());
-        break;
-      }
-      continue;
-    }
-    std::vector<double> rr;
-    // R -= V Ta; ||R(:, j)||^2; X += W Ta is owed (paid by the next combine)
-    timer.run("update-r", 8.0 * n * (m + 2 * k), [&] {
-      rr = dense.update_xr(nullptr, R.data(), k, nullptr, V.data(), m, owed_Ta, norms, ws);
-    });
-    x_owed = true;
-    ++it;
-    observe(rr, it);
-    if (mon.all_done()) break;
-    if (stalled(it)) {
-      finish_with_multi_cg(it, stall_note());
-      break;
-    }
-    act = active_columns();
-    Small beta_act(r, static_cast<int>(act.size()));
-    for (size_t c = 0; c < act.size(); ++c)
-      for (int i = 0; i < r; ++i) beta_act(i, static_cast<int>(c)) = beta(i, act[c]);
-    form_w(act, matmul(T, beta_act));  // W = Z(:, act) + W T beta(:, act)
-    cols_of_w = act;
+  std::string stall_note() const {
+    return "no progress in " + std::to_string(o_.stagnation_window) +
+           " iterations (largest relative residual of the running columns, " +
+           (rank_deficient() ? "block of rank " + std::to_string(r_) + ")" : "near the target)");
   }
-  pay_x();
-  finish_result(res, mon, bn, timer, t0, s);
-  return res;
+
+  // The running columns go on as independent CG recurrences (multi-cg) from the current X; their statuses and
+  // iteration counts (it + multi-cg's) come from that solve.
+  void fall_back(const std::string& reason) {
+    res_.fallback_reason = reason;
+    pay_x();
+    const std::vector<int> cols = active_columns();
+    const int a = static_cast<int>(cols.size());
+    DeviceBlock Bs(n_, a, "block-cg fallback B"), Xs(n_, a, "block-cg fallback X");
+    auto copy_column = [&](double* dst, int dst_cols, int dst_col, const double* src, int src_cols, int src_col) {
+      CHECK_CUDA(cudaMemcpy2DAsync(dst + dst_col, dst_cols * sizeof(double), src + src_col, src_cols * sizeof(double),
+                                   sizeof(double), static_cast<size_t>(n_), cudaMemcpyDeviceToDevice, s_));
+    };
+    for (int c = 0; c < a; ++c) {
+      copy_column(Bs.data(), a, c, B_.data(), k_, cols[c]);
+      copy_column(Xs.data(), a, c, X_.data(), k_, cols[c]);
+    }
+    CHECK_CUDA(cudaStreamSynchronize(s_));  // multi-cg reads Bs and Xs on its own stream
+    SolveOptions so = o_;
+    so.stop.max_iterations = std::max(0, o_.stop.max_iterations - it_);
+    so.keep_history = false;
+    const SolveResult sub = solve_multi_cg(A_, dinv_, Bs, Xs, so);
+    for (int c = 0; c < a; ++c) copy_column(X_.data(), k_, cols[c], Xs.data(), a, c);
+    CHECK_CUDA(cudaStreamSynchronize(s_));
+    for (int c = 0; c < a; ++c) {
+      const ColumnResult& cr = sub.columns[c];
+      mon_.observe(cols[c], it_ + cr.iterations, cr.recursive_residual);
+      mon_.finish(cols[c], cr.status, it_ + cr.iterations);
+    }
+    res_.operator_applies += sub.operator_applies, res_.operator_columns += sub.operator_columns;
+    for (const KernelStat& ks : sub.kernels) timer_.add("fallback-" + ks.name, ks);
+    res_.fallback_columns = a;
+  }
+
+  const LinearOperator& A_;
+  const double* dinv_;
+  const DeviceBlock& B_;
+  DeviceBlock& X_;
+  const SolveOptions& o_;
+  SolveFrame frame_;
+  const cudaStream_t s_;
+  Monitor& mon_;
+  KernelTimer& timer_;
+  SolveResult& res_;
+  const int k_;
+  const int64_t n_;
+  DenseSteps dense_;
+  DeviceBlock R_, V_, W1_, W2_;
+  double* W_;      // n x m, the unorthonormalised search block; P = W T
+  double* spare_;  // the next W is formed here, then the two swap
+  int m_ = 0, r_ = 0;  // columns of W and of P
+  Small T_;            // m x r
+  Small G_;            // the last Gram pass
+  DeviceArray<double> norms_;
+  ReductionWorkspace ws_;
+  Small owed_Ta_;
+  bool x_owed_ = false;
+  int it_ = 0;
+  std::vector<int> cols_of_w_;  // the right-hand side of each column of W
+  double best_worst_ = std::numeric_limits<double>::infinity();
+  int best_at_ = 0;
+  std::vector<bool> dependent_at_start_;  // dropped by the first Cholesky: deflated, not lost
+};
+
+}  // namespace
+
+SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+                           const SolveOptions& o) {
+  return BlockCg(A, dinv, B, X, o).run();
 }
 
 }  // namespace spcg

@@ -194,17 +194,15 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
 }  // namespace
 
 SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
-                     const SolveOptions& o, cudaStream_t) {
-  CudaStream stream;
-  SolveResult res;
-  res.solver = "cg";
+                     const SolveOptions& o) {
+  SolveFrame frame("cg", B, o);
+  const cudaStream_t stream = frame.stream();
+  SolveResult& res = frame.result();
+  Monitor& mon = frame.monitor();
+  KernelTimer& timer = frame.timer();
   const int k = B.cols;
   const int64_t n = B.rows;
-  const std::vector<double> bn = column_norms(B, stream);
-  Monitor mon(o.stop, bn, o.monitor_every, o.keep_history);
-  KernelTimer timer(o.time_kernels, stream);
   DeviceArray<double> bcol(k > 1 ? n : 0, "column of B"), xcol(k > 1 ? n : 0, "column of X");
-  const auto t0 = std::chrono::steady_clock::now();
   for (int j = 0; j < k; ++j) {
     NvtxRange range("cg-column");
     if (k == 1) {
@@ -220,8 +218,7 @@ SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBl
     CHECK_CUDA(cudaMemcpy2DAsync(X.data() + j, k * sizeof(double), xcol.data(), sizeof(double), sizeof(double), n,
                                  cudaMemcpyDeviceToDevice, stream));
   }
-  finish_result(res, mon, bn, timer, t0, stream);
-  return res;
+  return frame.finish();
 }
 
 }  // namespace spcg

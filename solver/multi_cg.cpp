@@ -11,17 +11,15 @@
 namespace spcg {
 
 SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
-                           const SolveOptions& o, cudaStream_t) {
-  CudaStream s;
-  SolveResult res;
-  res.solver = "multi-cg";
+                           const SolveOptions& o) {
   const int k = B.cols;
   const int64_t n = B.rows;
   if (k > 128) throw UsageError("multi-cg supports at most 128 right-hand sides per solve");
-  const std::vector<double> bn = column_norms(B, s);
-  Monitor mon(o.stop, bn, o.monitor_every, o.keep_history);
-  KernelTimer timer(o.time_kernels, s);
-  const auto t0 = std::chrono::steady_clock::now();
+  SolveFrame frame("multi-cg", B, o);
+  const cudaStream_t s = frame.stream();
+  SolveResult& res = frame.result();
+  Monitor& mon = frame.monitor();
+  KernelTimer& timer = frame.timer();
   const double spmm_bytes = A.bytes_per_apply(k);
   DeviceBlock R(n, k, "multi-cg residual"), P(n, k, "multi-cg directions"), Q(n, k, "multi-cg A*P");
   DeviceArray<double> Z(dinv ? n * k : 0, "multi-cg z");
@@ -75,8 +73,7 @@ SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const De
     if (mon.status(j) == ColumnStatus::running)
       mon.finish(j, hsc[j].status == kConverged ? ColumnStatus::converged : from_device_status(hsc[j].status),
                  hsc[j].iteration);
-  finish_result(res, mon, bn, timer, t0, s);
-  return res;
+  return frame.finish();
 }
 
 }  // namespace spcg

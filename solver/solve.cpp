@@ -26,27 +26,35 @@ std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlo
   return column_norms(R, s);
 }
 
-void finish_result(SolveResult& res, const Monitor& mon, const std::vector<double>& b_norms, KernelTimer& timer,
-                   std::chrono::steady_clock::time_point start, cudaStream_t s) {
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  timer.collect();
-  res.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  res.kernels = timer.stats();
-  if (timer.enabled()) res.timing_overhead_ms = timer.events_recorded() * event_overhead_ms();
-  for (int j = 0; j < mon.columns(); ++j)
-    res.columns.push_back({mon.status(j), mon.iterations(j), b_norms[j], mon.residual(j), 0});
-  res.history = mon.history();
+SolveFrame::SolveFrame(const char* solver, const DeviceBlock& B, const SolveOptions& o)
+    : b_norms_(column_norms(B, stream_)),
+      monitor_(o.stop, b_norms_, o.monitor_every, o.keep_history),
+      timer_(o.time_kernels, stream_),
+      start_(std::chrono::steady_clock::now()) {
+  result_.solver = solver;
+}
+
+SolveResult SolveFrame::finish() {
+  CHECK_CUDA(cudaStreamSynchronize(stream_));
+  timer_.collect();
+  result_.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  result_.kernels = timer_.stats();
+  if (timer_.enabled()) result_.timing_overhead_ms = timer_.events_recorded() * event_overhead_ms();
+  for (int j = 0; j < monitor_.columns(); ++j)
+    result_.columns.push_back({monitor_.status(j), monitor_.iterations(j), b_norms_[j], monitor_.residual(j), 0});
+  result_.history = monitor_.history();
+  return std::move(result_);
 }
 
 SolveResult solve(SolverKind solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
-                  DeviceBlock& X, const SolveOptions& o, cudaStream_t s) {
+                  DeviceBlock& X, const SolveOptions& o) {
   SolveResult r;
   switch (solver) {
-    case SolverKind::cg: r = solve_cg(A, dinv, B, X, o, s); break;
-    case SolverKind::multi_cg: r = solve_multi_cg(A, dinv, B, X, o, s); break;
-    case SolverKind::block_cg: r = solve_block_cg(A, dinv, B, X, o, s); break;
+    case SolverKind::cg: r = solve_cg(A, dinv, B, X, o); break;
+    case SolverKind::multi_cg: r = solve_multi_cg(A, dinv, B, X, o); break;
+    case SolverKind::block_cg: r = solve_block_cg(A, dinv, B, X, o); break;
   }
-  const std::vector<double> t = true_residual_norms(A, B, X, s);
+  const std::vector<double> t = true_residual_norms(A, B, X);
   for (size_t j = 0; j < r.columns.size(); ++j) r.columns[j].true_residual = t[j];
   return r;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_array.hpp"
+#include "iteration_runner.hpp"
 #include "kernel_timer.hpp"
 #include "linear_operator.hpp"
 #include "monitor.hpp"
@@ -19,24 +20,46 @@ namespace spcg {
 std::vector<double> jacobi_inverse_diagonal(const CsrMatrix& a);
 
 // X holds the initial guess on entry and the solution on exit (n x k, row-major). dinv: device inverse
-// diagonal (nullptr without a preconditioner). B must be finite (checked by the caller).
+// diagonal (nullptr without a preconditioner). B must be finite (checked by the caller). Each solver runs on a
+// stream of its own (SolveFrame): B and X must be complete when it is called (a synchronous copy, or the
+// caller's stream synchronised), and X is complete when it returns.
 SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
-                     const SolveOptions& o, cudaStream_t s = 0);
+                     const SolveOptions& o);
 SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
-                           const SolveOptions& o, cudaStream_t s = 0);
+                           const SolveOptions& o);
 SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
-                           const SolveOptions& o, cudaStream_t s = 0);
+                           const SolveOptions& o);
+// One of the three, then the true residual ||b_j - A x_j|| of every column.
 SolveResult solve(SolverKind solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
-                  DeviceBlock& X, const SolveOptions& o, cudaStream_t s = 0);
+                  DeviceBlock& X, const SolveOptions& o);
+
+// What cg, multi-cg and block-cg set up alike: their own stream, the result, ||b_j||, the monitor (stopping
+// rule and per-column status) and the kernel timer; finish() is their common end.
+class SolveFrame {
+ public:
+  SolveFrame(const char* solver, const DeviceBlock& B, const SolveOptions& o);
+  cudaStream_t stream() const { return stream_; }
+  SolveResult& result() { return result_; }
+  Monitor& monitor() { return monitor_; }
+  KernelTimer& timer() { return timer_; }
+  const std::vector<double>& b_norms() const { return b_norms_; }
+  // Waits for the stream, then fills the result: the wall time since the frame was made, the kernel table,
+  // the timing overhead, per-column status / iterations / residuals and the history.
+  SolveResult finish();
+
+ private:
+  CudaStream stream_;
+  SolveResult result_;
+  std::vector<double> b_norms_;
+  Monitor monitor_;
+  KernelTimer timer_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // ||B_j - A X_j|| per column, on the device (one SpMM + column dots).
 std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlock& B, const DeviceBlock& X,
                                         cudaStream_t s = 0);
 std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s = 0);
 ColumnStatus from_device_status(int status);  // CgStatus -> ColumnStatus
-// The common end of every solver: waits for the stream, then fills res with the wall time since `start`, the
-// kernel table, the timing overhead, per-column status/iterations/residuals and the residual history.
-void finish_result(SolveResult& res, const Monitor& mon, const std::vector<double>& b_norms, KernelTimer& timer,
-                   std::chrono::steady_clock::time_point start, cudaStream_t s);
 
 }  // namespace spcg
