@@ -43,7 +43,9 @@ class SolveFrame {
   Monitor& monitor() { return monitor_; }
   KernelTimer& timer() { return timer_; }
   const std::vector<double>& b_norms() const { return b_norms_; }
-  // Waits for the stream, then fills the result: the wall time since the frame was made, the kernel table,
+  // Restarts the solve's clock (after workspaces a solver allocates up front, as the solvers did before the frame).
+  void start_clock() { start_ = std::chrono::steady_clock::now(); }
+  // Waits for the stream, then fills the result: the wall time since the clock started, the kernel table,
   // the timing overhead, per-column status / iterations / residuals and the history.
   SolveResult finish();
 

@@ -37,14 +37,16 @@ TEST(Options, EveryNameParsesBackToItsValue) {
   EXPECT_EQ(option_names<Preconditioner>(), "none or jacobi");
 }
 
-// Every column converged, its residual recomputed on the host within 20x the tolerance (rounding between the
+// Every column converged (or deflated: block CG dropped its direction as dependent on the others', and it
+// still met the tolerance), its residual recomputed on the host within 20x the tolerance (rounding between the
 // solver's recursive residual and the true one), and the reported true residual equal to that one.
 void expect_solves(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, const SolveResult& r, double rtol,
                    const std::string& what) {
   ASSERT_EQ(r.columns.size(), static_cast<size_t>(b.cols)) << what;
   const std::vector<double> rel = relative_residuals(a, x, b);
   for (int j = 0; j < b.cols; ++j) {
-    EXPECT_EQ(r.columns[j].status, ColumnStatus::converged) << what << " column " << j;
+    EXPECT_TRUE(r.columns[j].status == ColumnStatus::converged || r.columns[j].status == ColumnStatus::deflated)
+        << what << " column " << j << ": " << to_string(r.columns[j].status);
     EXPECT_LE(rel[j], 20 * rtol) << what << " column " << j;
     EXPECT_NEAR(r.columns[j].true_residual / r.columns[j].b_norm, rel[j], 1e-3 * rel[j] + 1e-15) << what;
   }
