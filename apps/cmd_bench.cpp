@@ -441,7 +441,7 @@ int bench_cg(const po::variables_map& vm) {
     int eigen_it = -1;
     if (a.rows < 50000) {
       DenseBlock b(a.rows, 1, 1.0);
-      eigen_it = eigen_cg(a, b, rtol, vm["maxit"].as<int>(), "none").iterations[0];
+      eigen_it = eigen_cg(a, b, rtol, vm["maxit"].as<int>(), /*jacobi=*/false).iterations[0];
     }
     reference_cusparse_cublas_cg(a, rtol, 20);  // warm-up
     const ReferenceCgResult ref = reference_cusparse_cublas_cg(a, rtol, vm["maxit"].as<int>());

@@ -24,5 +24,7 @@ struct HostSolveResult {
 // Eigen ConjugateGradient on every column of b: unpreconditioned (identity), or with Jacobi (diagonal).
 HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, bool jacobi,
                          const DenseBlock* x0 = nullptr);
+// A preconditioner name would convert to `true` silently: refused at compile time.
+HostSolveResult eigen_cg(const CsrMatrix&, const DenseBlock&, double, int, const char*, const DenseBlock* = nullptr) = delete;
 
 }  // namespace spcg
