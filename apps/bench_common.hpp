@@ -1,0 +1,66 @@
+#pragma once
+// What the benchmarks share (apps/bench_kernels.cpp: spmv, spmm; apps/bench_solvers.cpp: cg, block-cg): the
+// device header line, the copy bandwidth, medians, the matrix sets, and the output writer (JSON or CSV by the
+// file's extension, as --output's help says).
+#include <boost/program_options.hpp>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace spcg {
+
+std::vector<std::string> split(const std::string& comma_separated);
+double median(std::vector<double> v);
+// Device-to-device memcpy bandwidth (read + write), GB/s: the floor every figure is printed against.
+double measure_copy_bandwidth_gbs();
+std::string device_name();  // with its SM count and L2 size
+int l2_bytes();
+std::vector<std::string> mtx_files(const std::string& dir);
+std::vector<std::string> spd_files(const std::string& dir, int64_t max_rows);  // the SPD files below max_rows
+std::string default_matrix_dir();
+// Loads a matrix of a table's set; a file the reader refuses becomes a "skipped" line instead of ending the bench.
+bool load_or_skip(const std::string& m, Problem& p);
+
+// One result row: fields in order, each kept as JSON text and as CSV text.
+class Record {
+ public:
+  Record& kv(const char* key, const std::string& v);
+  Record& kv(const char* key, const char* v) { return kv(key, std::string(v)); }
+  Record& kv(const char* key, bool v);
+  Record& kv(const char* key, int v) { return kv(key, static_cast<long long>(v)); }
+  Record& kv(const char* key, long long v);
+  Record& kv(const char* key, double v);
+  struct Field {
+    std::string key, json, csv;
+  };
+  const std::vector<Field>& fields() const { return fields_; }
+
+ private:
+  std::vector<Field> fields_;
+};
+
+// A benchmark's output: header fields (device, bandwidth, options), named tables of rows and summary fields.
+// .json: one object; .csv: the rows of every table, a `table` column first, the union of their fields as columns.
+class BenchOutput {
+ public:
+  Record& header() { return header_; }
+  Record& summary() { return summary_; }
+  Record& add(const std::string& table);
+  void write(const std::string& path) const;
+
+ private:
+  Record header_, summary_;
+  std::vector<std::pair<std::string, std::vector<Record>>> tables_;
+};
+
+// The benchmarks (each prints its table and writes --output when given).
+int bench_spmv_spmm(bool spmm, const boost::program_options::variables_map& vm);
+int bench_cg(const boost::program_options::variables_map& vm);
+int bench_block_cg(const boost::program_options::variables_map& vm);
+
+}  // namespace spcg

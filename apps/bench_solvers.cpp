@@ -1,0 +1,236 @@
+// spcg bench cg|block-cg: our CG against the fused floor and a cuSPARSE + cuBLAS reference CG; block CG
+// against k single CG solves and multi-cg, on generated systems and the SPD files.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "bench_common.hpp"
+#include "eigen_bridge.hpp"
+#include "error.hpp"
+#include "reference_cg.hpp"
+#include "registry.hpp"
+#include "solver.hpp"
+
+namespace po = boost::program_options;
+
+namespace spcg {
+namespace {
+
+int max_iterations(const SolveResult& r) {
+  int w = 0;
+  for (const auto& c : r.columns) w = std::max(w, c.iterations);
+  return w;
+}
+
+// Robustness on real matrices: block-cg against multi-cg (k independent CG recurrences) on every SPD file of
+// --matrix-dir below 50000 rows, without and with Jacobi. Small files are latency-bound, so the figure is the
+// iteration count of the slowest column, plus whether the block recurrence kept its block to the end (or
+// handed its columns to multi-cg, and why). Each solve's time is printed beside it (the faster of two runs, the
+// solvers taking turns; allocations included, as in a user's solve): on small files an iteration costs its
+// launches and host round trips, not bandwidth.
+void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, BenchOutput& out) {
+  const std::vector<std::string> files = spd_files(vm["matrix-dir"].as<std::string>(), 50000);
+  if (files.empty()) return;
+  std::printf("\n== SPD files of %s (n < 50000), k = %d random right-hand sides, rtol %.0e: iterations of the slowest column\n",
+              vm["matrix-dir"].as<std::string>().c_str(), k, rtol);
+  std::printf("%-22s %8s %-7s %9s %9s %7s %10s %10s %-9s %s\n", "matrix", "rows", "precond", "block-cg", "multi-cg", "ratio",
+              "block ms", "multi ms", "converged", "block-cg fallback");
+  int solves = 0, fallbacks = 0, slower = 0, slower_time = 0, both_converged = 0;
+  long long block_sum = 0, multi_sum = 0;
+  double block_ms = 0, multi_ms = 0;
+  for (const auto& f : files) {
+    Problem p;
+    if (!load_or_skip(f, p)) continue;
+    const CsrMatrix& a = p.a;
+    OperatorOptions ok;
+    ok.expected_k = k;
+    auto op = make_operator("auto", a, ok);
+    const DenseBlock b = make_rhs("random", a.rows, k, 5);
+    DeviceBlock B(a.rows, k), X(a.rows, k);
+    B.values.upload(b.data);
+    for (const bool jacobi : {false, true}) {
+      std::vector<double> dinv_host;
+      try {
+        if (jacobi) dinv_host = jacobi_inverse_diagonal(a);
+      } catch (const InputError& e) {
+        std::printf("%-22s %8d %-7s skipped: %s\n", p.name.substr(0, 22).c_str(), a.rows, "jacobi", e.what());
+        continue;
+      }
+      DeviceArray<double> dinv(dinv_host);
+      SolveOptions o;
+      o.stop = {rtol, 0, vm["maxit"].as<int>()};
+      o.time_kernels = false;
+      const char* precond = name_of(jacobi ? Preconditioner::jacobi : Preconditioner::none);
+      auto run = [&](SolverKind solver) {
+        X.values.upload(std::vector<double>(X.size(), 0.0));
+        return solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
+      };
+      SolveResult block = run(SolverKind::block_cg), multi = run(SolverKind::multi_cg);
+      const SolveResult block2 = run(SolverKind::block_cg), multi2 = run(SolverKind::multi_cg);
+      block.solve_ms = std::min(block.solve_ms, block2.solve_ms), multi.solve_ms = std::min(multi.solve_ms, multi2.solve_ms);
+      const int bi = max_iterations(block), mi = max_iterations(multi);
+      ++solves;
+      fallbacks += block.fallback_columns > 0;
+      if (block.all_converged() && multi.all_converged()) {
+        ++both_converged, block_sum += bi, multi_sum += mi;
+        block_ms += block.solve_ms, multi_ms += multi.solve_ms;
+        slower += bi > mi;
+        slower_time += block.solve_ms > multi.solve_ms;
+      }
+      const std::string conv = std::string(block.all_converged() ? "yes" : "NO") + "/" + (multi.all_converged() ? "yes" : "NO");
+      const std::string fb = block.fallback_columns > 0
+                                 ? std::to_string(block.fallback_columns) + " column(s): " + block.fallback_reason
+                                 : "-";
+      std::printf("%-22s %8d %-7s %9d %9d %7.2f %10.2f %10.2f %-9s %s\n", p.name.substr(0, 22).c_str(), a.rows,
+                  precond, bi, mi, static_cast<double>(bi) / std::max(1, mi), block.solve_ms, multi.solve_ms,
+                  conv.c_str(), fb.c_str());
+      Record& row = out.add("files");
+      row.kv("matrix", p.name).kv("rows", a.rows).kv("precond", precond);
+      row.kv("block_cg_iterations", bi).kv("multi_cg_iterations", mi).kv("block_cg_converged", block.all_converged());
+      row.kv("block_cg_ms", block.solve_ms).kv("multi_cg_ms", multi.solve_ms);
+      row.kv("multi_cg_converged", multi.all_converged()).kv("fallback_columns", block.fallback_columns);
+      row.kv("fallback_reason", block.fallback_reason);
+    }
+  }
+  std::printf("block-cg kept its block to the end in %d of %d solves; where both converged (%d), %lld iterations vs "
+              "multi-cg's %lld (%.2fx), more than multi-cg in %d; %.1f ms vs %.1f ms (%.2fx), slower in %d\n",
+              solves - fallbacks, solves, both_converged, block_sum, multi_sum,
+              static_cast<double>(block_sum) / std::max(1LL, multi_sum), slower, block_ms, multi_ms,
+              block_ms / std::max(1e-9, multi_ms), slower_time);
+  Record& sum = out.summary();
+  sum.kv("files_solves", solves).kv("files_fallbacks", fallbacks).kv("files_block_iterations", block_sum);
+  sum.kv("files_multi_iterations", multi_sum).kv("files_block_slower", slower);
+  sum.kv("files_block_ms", block_ms).kv("files_multi_ms", multi_ms).kv("files_block_slower_time", slower_time);
+}
+
+}  // namespace
+
+int bench_cg(const po::variables_map& vm) {
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  const std::string dev = device_name();
+  std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
+  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  if (matrices.empty()) matrices = {"poisson3d:128"};
+  if (!vm.count("no-files"))
+    for (const auto& f : spd_files(vm["matrix-dir"].as<std::string>(), 50000)) matrices.push_back(f);
+  const double rtol = vm["tol"].as<double>();
+  BenchOutput out;
+  out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("rtol", rtol);
+  std::printf("\n%-22s %8s %6s %6s %10s %10s %8s %10s %8s %7s %7s %s\n", "matrix", "rows", "iters", "eigen", "us/iter",
+              "floor us", "x floor", "ref us/it", "vs ref", "ref it", "true r", "kernel");
+  for (const auto& m : matrices) {
+    Problem p;
+    if (!load_or_skip(m, p)) continue;
+    const CsrMatrix& a = p.a;
+    OperatorOptions oo;
+    auto op = make_operator(vm["kernel"].as<std::string>(), a, oo);
+    SolveOptions o;
+    o.stop = {rtol, 0, vm["maxit"].as<int>()};
+    o.time_kernels = false;
+    o.check_every = a.rows < 200000 ? 32 : 8;
+    DeviceBlock B(a.rows, 1), X(a.rows, 1);
+    B.values.upload(std::vector<double>(a.rows, 1.0));
+    std::vector<double> per_iter;
+    SolveResult res;
+    // The first run warms up (graph capture, lazy plans). Short solves (tens of us) are repeated until they add
+    // up to 50 ms, so that one host hiccup does not move the median.
+    double timed_ms = 0;
+    for (int rep = 0; rep < 3 || (timed_ms < 50 && rep < 41); ++rep) {
+      X.values.upload(std::vector<double>(a.rows, 0.0));
+      res = solve(SolverKind::cg, *op, nullptr, B, X, o);
+      if (rep > 0) per_iter.push_back(res.solve_ms / std::max(1, res.columns[0].iterations)), timed_ms += res.solve_ms;
+    }
+    const double us_iter = 1e3 * median(per_iter);
+    const double floor_us = (12.0 * a.nnz() + 84.0 * a.rows) / (copy_gbs * 1e3);
+    int eigen_it = -1;
+    if (a.rows < 50000) {
+      DenseBlock b(a.rows, 1, 1.0);
+      eigen_it = eigen_cg(a, b, rtol, vm["maxit"].as<int>(), /*jacobi=*/false).iterations[0];
+    }
+    reference_cusparse_cublas_cg(a, rtol, 20);  // warm-up
+    const ReferenceCgResult ref = reference_cusparse_cublas_cg(a, rtol, vm["maxit"].as<int>());
+    const double ref_us = 1e3 * ref.ms / std::max(1, ref.iterations);
+    const double rel_true = res.columns[0].true_residual / res.columns[0].b_norm;
+    std::printf("%-22s %8d %6d %6d %10.2f %10.2f %8.2f %10.2f %7.2fx %7d %7.1e %s\n", p.name.substr(0, 22).c_str(),
+                a.rows, res.columns[0].iterations, eigen_it, us_iter, floor_us, us_iter / floor_us, ref_us,
+                ref_us / us_iter, ref.iterations, rel_true,
+                (auto_choice(*op, 1) + (res.used_persistent ? " (persistent)" : "")).c_str());
+    Record& row = out.add("results");
+    row.kv("matrix", p.name).kv("rows", a.rows).kv("nnz", static_cast<long long>(a.nnz()));
+    row.kv("iterations", res.columns[0].iterations).kv("eigen_iterations", eigen_it).kv("us_per_iteration", us_iter);
+    row.kv("fused_floor_us", floor_us).kv("ratio_to_floor", us_iter / floor_us);
+    row.kv("reference_us_per_iteration", ref_us).kv("speedup_vs_reference", ref_us / us_iter);
+    row.kv("reference_iterations", ref.iterations).kv("relative_true_residual", rel_true);
+    row.kv("status", to_string(res.columns[0].status)).kv("kernel", auto_choice(*op, 1)).kv("cuda_graph", res.used_graph)
+        .kv("persistent_kernel", res.used_persistent);
+  }
+  if (vm.count("output")) out.write(vm["output"].as<std::string>());
+  return 0;
+}
+
+int bench_block_cg(const po::variables_map& vm) {
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  const std::string dev = device_name();
+  std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
+  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  if (matrices.empty()) matrices = {"poisson3d:128", "poisson3d27:100"};
+  const int k = std::stoi(split(vm["k"].as<std::string>()).back());
+  const double rtol = vm["tol"].as<double>();
+  BenchOutput out;
+  out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("k", k).kv("rtol", rtol);
+  for (const auto& m : matrices) {
+    Problem p = load_problem(m);
+    const CsrMatrix& a = p.a;
+    OperatorOptions o1, ok;
+    ok.expected_k = k;
+    auto op1 = make_operator("auto", a, o1);
+    auto opk = make_operator("auto", a, ok);
+    DenseBlock b = make_rhs("random", a.rows, k, 5);
+    DeviceBlock B(a.rows, k), X(a.rows, k), B1(a.rows, 1), X1(a.rows, 1);
+    B.values.upload(b.data);
+    std::vector<double> b1(a.rows);
+    for (int i = 0; i < a.rows; ++i) b1[i] = b.at(i, 0);
+    B1.values.upload(b1);
+    SolveOptions o;
+    o.stop = {rtol, 0, vm["maxit"].as<int>()};
+    o.time_kernels = false;
+    auto run = [&](SolverKind solver, const LinearOperator& op, DeviceBlock& Bx, DeviceBlock& Xx) {
+      SolveResult r;
+      std::vector<double> ms;
+      for (int rep = 0; rep < 2; ++rep) {
+        Xx.values.upload(std::vector<double>(Xx.size(), 0.0));
+        r = solve(solver, op, nullptr, Bx, Xx, o);
+        ms.push_back(r.solve_ms);
+      }
+      r.solve_ms = ms.back();
+      return r;
+    };
+    const SolveResult single = run(SolverKind::cg, *op1, B1, X1);
+    const SolveResult block = run(SolverKind::block_cg, *opk, B, X);
+    const SolveResult multi = run(SolverKind::multi_cg, *opk, B, X);
+    auto worst = [](const SolveResult& r) {
+      double w = 0;
+      for (const auto& c : r.columns) w = std::max(w, c.true_residual / c.b_norm);
+      return w;
+    };
+    std::printf("\n== %s, k = %d, rtol %.0e (single CG with %s; block kernels %s)\n", p.name.c_str(), k, rtol,
+                auto_choice(*op1, 1).c_str(), auto_choice(*opk, k).c_str());
+    std::printf("%-10s %10s %8s %10s %12s %10s %s\n", "solver", "ms", "x 1 CG", "iters", "applies", "worst r", "converged");
+    for (const auto* r : {&single, &block, &multi})
+      std::printf("%-10s %10.2f %8.2f %10d %12lld %10.1e %s\n", r->solver.c_str(), r->solve_ms, r->solve_ms / single.solve_ms,
+                  max_iterations(*r), static_cast<long long>(r->operator_applies), worst(*r), r->all_converged() ? "yes" : "NO");
+    Record& row = out.add("results");
+    row.kv("matrix", p.name).kv("rows", a.rows).kv("single_cg_ms", single.solve_ms);
+    row.kv("single_cg_iterations", max_iterations(single)).kv("block_cg_ms", block.solve_ms).kv("block_cg_ratio", block.solve_ms / single.solve_ms);
+    row.kv("block_cg_iterations", max_iterations(block)).kv("block_cg_applies", static_cast<long long>(block.operator_applies));
+    row.kv("block_cg_converged", block.all_converged()).kv("block_cg_worst_true_residual", worst(block));
+    row.kv("multi_cg_ms", multi.solve_ms).kv("multi_cg_ratio", multi.solve_ms / single.solve_ms);
+    row.kv("multi_cg_iterations", max_iterations(multi)).kv("multi_cg_applies", static_cast<long long>(multi.operator_applies));
+    row.kv("multi_cg_converged", multi.all_converged()).kv("multi_cg_worst_true_residual", worst(multi));
+  }
+  if (!vm.count("no-files")) bench_block_cg_files(vm, k, rtol, out);
+  if (vm.count("output")) out.write(vm["output"].as<std::string>());
+  return 0;
+}
+
+}  // namespace spcg
