@@ -1,15 +1,14 @@
-// spcg bench: the benchmarks' options and dispatch (apps/bench_kernels.cpp: spmv, spmm; apps/bench_solvers.cpp:
-// cg, block-cg; apps/bench_read.cpp: the reader).
+// spcg bench: the benchmarks' options, typed into BenchOptions, and the dispatch to the harness
+// (solver/bench: spmv, spmm, cg, block-cg) or to the reader's benchmark (apps/bench_read.cpp).
 #include <boost/program_options.hpp>
 #include <charconv>
 #include <cstdio>
 
 #include "bench_common.hpp"
 #include "commands.hpp"
-#include "cuda_check.hpp"
 #include "options.hpp"
 #include "parallel.hpp"
-#include "registry.hpp"
+#include "spcg/spcg.hpp"
 
 namespace po = boost::program_options;
 
@@ -51,10 +50,8 @@ int run_bench(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_command_line(args, opts, pos, vm)) return 0;
   if (vm.count("list")) {
-    for (const auto& e : kernel_registry())
-      std::printf("%-14s %-8s %s\n", e.name.c_str(),
-                  e.family == KernelFamily::spmv ? "spmv" : e.family == KernelFamily::spmm ? "spmm" : "baseline",
-                  e.description.c_str());
+    for (const KernelListing& e : registry_listing())
+      std::printf("%-14s %-8s %s\n", e.name.c_str(), e.family.c_str(), e.description.c_str());
     return 0;
   }
   if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg, block-cg or read");
@@ -63,14 +60,30 @@ int run_bench(const std::vector<std::string>& args) {
     return bench_read(vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{},
                       vm["runs"].defaulted() ? 5 : vm["runs"].as<int>(), read_thread_counts(vm["threads"].as<std::string>()));
   if (vm.count("files")) throw UsageError("unexpected arguments after '" + vm["what"].as<std::string>() + "'");
-  if (!vm.count("no-files")) mtx_files(vm["matrix-dir"].as<std::string>());  // arguments before the device
+  BenchOptions o;
+  o.matrices = split(vm["matrices"].as<std::string>());
+  o.kernels = split(vm["kernels"].as<std::string>());
+  o.ks.clear();
+  for (const std::string& item : split(vm["k"].as<std::string>())) {
+    int k = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), k);
+    if (ec != std::errc() || end != item.data() + item.size() || k < 1) throw UsageError("--k: '" + item + "' is not a block width");
+    o.ks.push_back(k);
+  }
+  o.runs = vm["runs"].as<int>();
+  o.kernel = vm["kernel"].as<std::string>();
+  o.rtol = vm["tol"].as<double>();
+  o.max_iterations = vm["maxit"].as<int>();
+  if (!vm.count("no-files")) o.matrix_dir = vm["matrix-dir"].as<std::string>();
+  if (vm.count("output")) o.output = vm["output"].as<std::string>();
+  mtx_files(o.matrix_dir);  // a bad directory is named before the device is asked
   std::string why;
   if (!cuda_device_available(&why)) throw CudaError("benchmarks need a CUDA device: " + why);
   const std::string what = vm["what"].as<std::string>();
-  if (what == "spmv") return bench_spmv_spmm(false, vm);
-  if (what == "spmm") return bench_spmv_spmm(true, vm);
-  if (what == "cg") return bench_cg(vm);
-  if (what == "block-cg") return bench_block_cg(vm);
+  if (what == "spmv") return bench_spmv_spmm(false, o);
+  if (what == "spmm") return bench_spmv_spmm(true, o);
+  if (what == "cg") return bench_cg(o);
+  if (what == "block-cg") return bench_block_cg(o);
   throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg, block-cg or read");
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -148,6 +149,12 @@ DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
 }
 
 }  // namespace
+
+std::string default_matrix_path() {
+  for (const std::string& p : {std::string(SPCG_SOURCE_DIR) + "/inputs/fv1.mtx", std::string("inputs/fv1.mtx")})
+    if (std::filesystem::exists(p)) return p;
+  return "inputs/fv1.mtx";
+}
 
 int run_solve(const std::vector<std::string>& args) {
   // CUDA starts first, on a thread of its own: it takes about as long as reading a large file.

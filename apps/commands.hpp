@@ -10,6 +10,8 @@ int run_bench(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 // spcg bench read FILE...: the reader on one thread and on every core (apps/bench_read.cpp).
 // `threads`: the thread counts read beside one thread (each with two passes and with one).
+// The built-in default system of the main job (inputs/fv1.mtx of the checkout).
+std::string default_matrix_path();
 int bench_read(const std::vector<std::string>& files, int runs, const std::vector<int>& threads);
 // Milliseconds since main() was entered: the report's wall time of the whole process.
 double ms_since_process_start();

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "matrix_market.hpp"
-#include "solver.hpp"
+#include "spcg/spcg.hpp"
 
 namespace spcg {
 

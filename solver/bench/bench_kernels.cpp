@@ -18,8 +18,6 @@
 #include "json.hpp"
 #include "registry.hpp"
 
-namespace po = boost::program_options;
-
 namespace spcg {
 namespace {
 
@@ -264,18 +262,18 @@ void bench_matrix(const std::string& spec, const std::vector<std::string>& kerne
 
 }  // namespace
 
-int bench_spmv_spmm(bool spmm, const po::variables_map& vm) {
+int bench_spmv_spmm(bool spmm, const BenchOptions& o) {
   const double copy_gbs = measure_copy_bandwidth_gbs();
   const std::string dev = device_name();
   std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
-  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  std::vector<std::string> matrices = o.matrices;
   if (matrices.empty())
     matrices = spmm ? std::vector<std::string>{"poisson3d:128", "poisson3d27:100", "powerlaw:1000000"}
                     : std::vector<std::string>{"poisson3d:128", "poisson3d:200", "poisson3d27:100", "aniso3d:160",
                                                "powerlaw:2000000"};
-  if (!vm.count("no-files") && !spmm)
-    for (const auto& f : spd_files(vm["matrix-dir"].as<std::string>(), 0)) matrices.push_back(f);
-  std::vector<std::string> kernels = split(vm["kernels"].as<std::string>());
+  if (!o.matrix_dir.empty() && !spmm)
+    for (const auto& f : spd_files(o.matrix_dir, 0)) matrices.push_back(f);
+  std::vector<std::string> kernels = o.kernels;
   if (kernels.empty()) {
     kernels = {"csr-scalar"};  // the cross-check reference first
     for (const auto& n : kernel_names(spmm ? KernelFamily::spmm : KernelFamily::spmv))
@@ -285,19 +283,18 @@ int bench_spmv_spmm(bool spmm, const po::variables_map& vm) {
     for (const auto& n : kernel_names(KernelFamily::baseline)) kernels.push_back(n);
     kernels.push_back("auto");
   }
-  std::vector<int> ks;
-  for (const auto& s : split(vm["k"].as<std::string>())) ks.push_back(std::stoi(s));
+  std::vector<int> ks = o.ks;
   if (ks.empty() || !spmm) ks = {1};
   if (spmm && std::find(ks.begin(), ks.end(), 1) == ks.end()) ks.insert(ks.begin(), 1);
   std::vector<Row> rows;
   for (const auto& m : matrices) {
     try {
-      bench_matrix(m, kernels, ks, vm["runs"].as<int>(), copy_gbs, rows);
+      bench_matrix(m, kernels, ks, o.runs, copy_gbs, rows);
     } catch (const InputError& e) {
       std::printf("\n== %s: skipped: %s\n", m.c_str(), e.what());
     }
   }
-  if (vm.count("output")) write_rows(vm["output"].as<std::string>(), rows, copy_gbs, dev);
+  if (o.output) write_rows(*o.output, rows, copy_gbs, dev);
   return 0;
 }
 

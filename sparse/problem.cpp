@@ -58,10 +58,4 @@ void require_finite(const DenseBlock& b, const std::string& what) {
         throw InputError(what, 0, "entry (" + std::to_string(i + 1) + ", " + std::to_string(j + 1) + ") is NaN or Inf");
 }
 
-std::string default_matrix_path() {
-  for (const std::string& p : {std::string(SPCG_SOURCE_DIR) + "/inputs/fv1.mtx", std::string("inputs/fv1.mtx")})
-    if (std::filesystem::exists(p)) return p;
-  return "inputs/fv1.mtx";
-}
-
 }  // namespace spcg

@@ -1,10 +1,10 @@
 #pragma once
-// What the benchmarks share (apps/bench_kernels.cpp: spmv, spmm; apps/bench_solvers.cpp: cg, block-cg): the
+// The benchmark harness (an internal library, spcg_bench: not installed) that `spcg bench` drives: its options,
+// the benchmarks (bench_kernels.cpp: spmv, spmm; bench_solvers.cpp: cg, block-cg) and what they share: the
 // device header line, the copy bandwidth, medians, the matrix sets, and the output writer (JSON or CSV by the
-// file's extension, as --output's help says).
-#include <boost/program_options.hpp>
-
+// file's extension). It sits above the solvers and the kernels and times them directly; it prints its tables.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -58,9 +58,28 @@ class BenchOutput {
   std::vector<std::pair<std::string, std::vector<Record>>> tables_;
 };
 
-// The benchmarks (each prints its table and writes --output when given).
-int bench_spmv_spmm(bool spmm, const boost::program_options::variables_map& vm);
-int bench_cg(const boost::program_options::variables_map& vm);
-int bench_block_cg(const boost::program_options::variables_map& vm);
+// What a benchmark is asked (spcg bench's options, typed).
+struct BenchOptions {
+  std::vector<std::string> matrices;  // files or generator specs (empty: the benchmark's own set)
+  std::vector<std::string> kernels;   // registry names (empty: the family, cuSPARSE and auto)
+  std::vector<int> ks{1, 2, 4, 8, 16, 32};  // block widths (spmm); block-cg takes the last
+  int runs = 50;                      // timed runs per kernel (median reported)
+  std::string kernel = "auto";        // cg: our CG's kernel
+  double rtol = 1e-8;                 // cg, block-cg
+  int max_iterations = 20000;         // cg, block-cg
+  std::string matrix_dir;             // SPD files added to the set (empty: none)
+  std::optional<std::string> output;  // .json or .csv
+};
+
+// The benchmarks: each prints its table and writes the output when asked. They need a CUDA device.
+int bench_spmv_spmm(bool spmm, const BenchOptions& o);
+int bench_cg(const BenchOptions& o);
+int bench_block_cg(const BenchOptions& o);
+
+// The registry as `spcg bench --list` prints it: name, family (spmv | spmm | baseline), description.
+struct KernelListing {
+  std::string name, family, description;
+};
+std::vector<KernelListing> registry_listing();
 
 }  // namespace spcg

@@ -13,6 +13,7 @@
 #include "json.hpp"
 #include "linear_operator.hpp"
 #include "matrix_market.hpp"
+#include "registry.hpp"
 
 namespace fs = std::filesystem;
 
@@ -96,6 +97,14 @@ int l2_bytes() {
   CHECK_CUDA(cudaGetDevice(&d));
   CHECK_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, d));
   return v;
+}
+
+std::vector<KernelListing> registry_listing() {
+  std::vector<KernelListing> out;
+  for (const auto& e : kernel_registry())
+    out.push_back({e.name, e.family == KernelFamily::spmv ? "spmv" : e.family == KernelFamily::spmm ? "spmm" : "baseline",
+                   e.description});
+  return out;
 }
 
 bool load_or_skip(const std::string& m, Problem& p) {

@@ -11,8 +11,6 @@
 #include "registry.hpp"
 #include "solver.hpp"
 
-namespace po = boost::program_options;
-
 namespace spcg {
 namespace {
 
@@ -28,11 +26,11 @@ int max_iterations(const SolveResult& r) {
 // handed its columns to multi-cg, and why). Each solve's time is printed beside it (the faster of two runs, the
 // solvers taking turns; allocations included, as in a user's solve): on small files an iteration costs its
 // launches and host round trips, not bandwidth.
-void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, BenchOutput& out) {
-  const std::vector<std::string> files = spd_files(vm["matrix-dir"].as<std::string>(), 50000);
+void bench_block_cg_files(const BenchOptions& bo, int k, double rtol, BenchOutput& out) {
+  const std::vector<std::string> files = spd_files(bo.matrix_dir, 50000);
   if (files.empty()) return;
   std::printf("\n== SPD files of %s (n < 50000), k = %d random right-hand sides, rtol %.0e: iterations of the slowest column\n",
-              vm["matrix-dir"].as<std::string>().c_str(), k, rtol);
+              bo.matrix_dir.c_str(), k, rtol);
   std::printf("%-22s %8s %-7s %9s %9s %7s %10s %10s %-9s %s\n", "matrix", "rows", "precond", "block-cg", "multi-cg", "ratio",
               "block ms", "multi ms", "converged", "block-cg fallback");
   int solves = 0, fallbacks = 0, slower = 0, slower_time = 0, both_converged = 0;
@@ -58,7 +56,7 @@ void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Bench
       }
       DeviceArray<double> dinv(dinv_host);
       SolveOptions o;
-      o.stop = {rtol, 0, vm["maxit"].as<int>()};
+      o.stop = {rtol, 0, bo.max_iterations};
       o.time_kernels = false;
       const char* precond = name_of(jacobi ? Preconditioner::jacobi : Preconditioner::none);
       auto run = [&](SolverKind solver) {
@@ -105,15 +103,14 @@ void bench_block_cg_files(const po::variables_map& vm, int k, double rtol, Bench
 
 }  // namespace
 
-int bench_cg(const po::variables_map& vm) {
+int bench_cg(const BenchOptions& bo) {
   const double copy_gbs = measure_copy_bandwidth_gbs();
   const std::string dev = device_name();
   std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
-  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  std::vector<std::string> matrices = bo.matrices;
   if (matrices.empty()) matrices = {"poisson3d:128"};
-  if (!vm.count("no-files"))
-    for (const auto& f : spd_files(vm["matrix-dir"].as<std::string>(), 50000)) matrices.push_back(f);
-  const double rtol = vm["tol"].as<double>();
+  for (const auto& f : spd_files(bo.matrix_dir, 50000)) matrices.push_back(f);
+  const double rtol = bo.rtol;
   BenchOutput out;
   out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("rtol", rtol);
   std::printf("\n%-22s %8s %6s %6s %10s %10s %8s %10s %8s %7s %7s %s\n", "matrix", "rows", "iters", "eigen", "us/iter",
@@ -123,9 +120,9 @@ int bench_cg(const po::variables_map& vm) {
     if (!load_or_skip(m, p)) continue;
     const CsrMatrix& a = p.a;
     OperatorOptions oo;
-    auto op = make_operator(vm["kernel"].as<std::string>(), a, oo);
+    auto op = make_operator(bo.kernel, a, oo);
     SolveOptions o;
-    o.stop = {rtol, 0, vm["maxit"].as<int>()};
+    o.stop = {rtol, 0, bo.max_iterations};
     o.time_kernels = false;
     o.check_every = a.rows < 200000 ? 32 : 8;
     DeviceBlock B(a.rows, 1), X(a.rows, 1);
@@ -145,10 +142,10 @@ int bench_cg(const po::variables_map& vm) {
     int eigen_it = -1;
     if (a.rows < 50000) {
       DenseBlock b(a.rows, 1, 1.0);
-      eigen_it = eigen_cg(a, b, rtol, vm["maxit"].as<int>(), /*jacobi=*/false).iterations[0];
+      eigen_it = eigen_cg(a, b, rtol, bo.max_iterations, /*jacobi=*/false).iterations[0];
     }
     reference_cusparse_cublas_cg(a, rtol, 20);  // warm-up
-    const ReferenceCgResult ref = reference_cusparse_cublas_cg(a, rtol, vm["maxit"].as<int>());
+    const ReferenceCgResult ref = reference_cusparse_cublas_cg(a, rtol, bo.max_iterations);
     const double ref_us = 1e3 * ref.ms / std::max(1, ref.iterations);
     const double rel_true = res.columns[0].true_residual / res.columns[0].b_norm;
     std::printf("%-22s %8d %6d %6d %10.2f %10.2f %8.2f %10.2f %7.2fx %7d %7.1e %s\n", p.name.substr(0, 22).c_str(),
@@ -164,18 +161,18 @@ int bench_cg(const po::variables_map& vm) {
     row.kv("status", to_string(res.columns[0].status)).kv("kernel", auto_choice(*op, 1)).kv("cuda_graph", res.used_graph)
         .kv("persistent_kernel", res.used_persistent);
   }
-  if (vm.count("output")) out.write(vm["output"].as<std::string>());
+  if (bo.output) out.write(*bo.output);
   return 0;
 }
 
-int bench_block_cg(const po::variables_map& vm) {
+int bench_block_cg(const BenchOptions& bo) {
   const double copy_gbs = measure_copy_bandwidth_gbs();
   const std::string dev = device_name();
   std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
-  std::vector<std::string> matrices = split(vm["matrices"].as<std::string>());
+  std::vector<std::string> matrices = bo.matrices;
   if (matrices.empty()) matrices = {"poisson3d:128", "poisson3d27:100"};
-  const int k = std::stoi(split(vm["k"].as<std::string>()).back());
-  const double rtol = vm["tol"].as<double>();
+  const int k = bo.ks.empty() ? 16 : bo.ks.back();
+  const double rtol = bo.rtol;
   BenchOutput out;
   out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("k", k).kv("rtol", rtol);
   for (const auto& m : matrices) {
@@ -192,7 +189,7 @@ int bench_block_cg(const po::variables_map& vm) {
     for (int i = 0; i < a.rows; ++i) b1[i] = b.at(i, 0);
     B1.values.upload(b1);
     SolveOptions o;
-    o.stop = {rtol, 0, vm["maxit"].as<int>()};
+    o.stop = {rtol, 0, bo.max_iterations};
     o.time_kernels = false;
     auto run = [&](SolverKind solver, const LinearOperator& op, DeviceBlock& Bx, DeviceBlock& Xx) {
       SolveResult r;
@@ -228,8 +225,8 @@ int bench_block_cg(const po::variables_map& vm) {
     row.kv("multi_cg_iterations", max_iterations(multi)).kv("multi_cg_applies", static_cast<long long>(multi.operator_applies));
     row.kv("multi_cg_converged", multi.all_converged()).kv("multi_cg_worst_true_residual", worst(multi));
   }
-  if (!vm.count("no-files")) bench_block_cg_files(vm, k, rtol, out);
-  if (vm.count("output")) out.write(vm["output"].as<std::string>());
+  if (!bo.matrix_dir.empty()) bench_block_cg_files(bo, k, rtol, out);
+  if (bo.output) out.write(*bo.output);
   return 0;
 }
 

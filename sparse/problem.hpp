@@ -25,7 +25,5 @@ Problem load_problem(const std::string& matrix_or_spec, const ReadOptions& read 
 DenseBlock make_rhs(const std::string& spec, int32_t n, int32_t k, uint64_t seed);
 // Refuses NaN/Inf entries with a message naming `what` and the entry.
 void require_finite(const DenseBlock& b, const std::string& what);
-// The built-in default system of the main job.
-std::string default_matrix_path();
 
 }  // namespace spcg
