@@ -139,6 +139,21 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   return c;
 }
 
+// --report-file (JSON or CSV by its extension) and --history (CSV).
+void write_report_files(const SolveCommand& c, const SolveReport& rep) {
+  if (c.report_file) {
+    const std::string& path = *c.report_file;
+    const bool csv = path.size() > 4 && path.substr(path.size() - 4) == ".csv";
+    write_text(path, csv ? report_csv(rep) : report_json(rep) + "\n");
+  }
+  if (c.history) {
+    std::string csv = "column,iteration,residual_norm\n";
+    for (size_t j = 0; j < rep.result.history.size(); ++j)
+      for (const auto& [it, rn] : rep.result.history[j]) csv += std::to_string(j) + "," + std::to_string(it) + "," + Json::number(rn) + "\n";
+    write_text(*c.history, csv);
+  }
+}
+
 DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
   DenseFile f = read_dense_matrix_market(path);
   if (f.block.rows != n || f.block.cols != k)
@@ -249,17 +264,7 @@ int run_solve(const std::vector<std::string>& args) {
   if (c.output) write_dense_matrix_market(*c.output, x, {" solution written by spcg solve"});
   rep.phases.push_back({"wall (process)", ms_since_process_start()});
   print_report(rep);
-  if (c.report_file) {
-    const std::string& path = *c.report_file;
-    const bool csv = path.size() > 4 && path.substr(path.size() - 4) == ".csv";
-    write_text(path, csv ? report_csv(rep) : report_json(rep) + "\n");
-  }
-  if (c.history) {
-    std::string csv = "column,iteration,residual_norm\n";
-    for (size_t j = 0; j < rep.result.history.size(); ++j)
-      for (const auto& [it, rn] : rep.result.history[j]) csv += std::to_string(j) + "," + std::to_string(it) + "," + Json::number(rn) + "\n";
-    write_text(*c.history, csv);
-  }
+  write_report_files(c, rep);
   return rep.result.all_converged() ? 0 : 3;
 }
 
