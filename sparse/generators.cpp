@@ -99,6 +99,69 @@ CsrMatrix anisotropic3d(int32_t n, double ay, double az) {
                         "aniso3d");
 }
 
+CsrMatrix jump3d(int32_t n, uint64_t seed) {
+  if (n < 0) throw InputError("jump3d", 0, "grid size must be non-negative");
+  const int64_t cells = int64_t{n} * n * n;
+  if (cells * 7 > std::numeric_limits<int32_t>::max()) throw InputError("jump3d", 0, "grid has more nonzeros than int32 allows");
+  std::vector<double> k(static_cast<size_t>(cells), 1.0);
+  SplitMix64 rng(seed);
+  for (int b = 0; b < kJump3dBoxes && n > 0; ++b) {
+    int32_t lo[3], hi[3];
+    for (int d = 0; d < 3; ++d) {
+      const int32_t side = std::max<int32_t>(1, n / 8 + static_cast<int32_t>(rng.next() % static_cast<uint64_t>(std::max(1, n / 3 - n / 8 + 1))));
+      lo[d] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(std::max(1, n - side + 1)));
+      hi[d] = std::min(n, lo[d] + side);
+    }
+    const double value = std::pow(10.0, static_cast<double>(static_cast<int>(rng.next() % 7) - 3));
+    for (int32_t z = lo[2]; z < hi[2]; ++z)
+      for (int32_t y = lo[1]; y < hi[1]; ++y)
+        for (int32_t x = lo[0]; x < hi[0]; ++x) k[static_cast<size_t>((int64_t{z} * n + y) * n + x)] = value;
+  }
+  auto harmonic = [](double a, double b) { return 2.0 * a * b / (a + b); };
+  CsrMatrix a;
+  a.rows = a.cols = static_cast<int32_t>(cells);
+  a.row_ptr.assign(static_cast<size_t>(cells) + 1, 0);
+  a.col_idx.reserve(static_cast<size_t>(cells) * 7);
+  a.values.reserve(static_cast<size_t>(cells) * 7);
+  const int32_t step[3] = {1, n, n * n};
+  int64_t row = 0;
+  for (int32_t z = 0; z < n; ++z)
+    for (int32_t y = 0; y < n; ++y)
+      for (int32_t x = 0; x < n; ++x, ++row) {
+        const int32_t at[3] = {x, y, z};
+        const double kc = k[static_cast<size_t>(row)];
+        // neighbours in column order: -z, -y, -x, centre, +x, +y, +z
+        double diag = 0;
+        double off[6] = {0, 0, 0, 0, 0, 0};
+        bool inside[6] = {false, false, false, false, false, false};
+        for (int d = 0; d < 3; ++d)
+          for (int side = 0; side < 2; ++side) {
+            const int slot = side == 0 ? 2 - d : 3 + d;
+            const int32_t c = at[d] + (side == 0 ? -1 : 1);
+            if (c < 0 || c >= n) {
+              diag += 2.0 * kc;  // Dirichlet: the boundary value sits half a cell away
+              continue;
+            }
+            const double face = harmonic(kc, k[static_cast<size_t>(row + (side == 0 ? -step[d] : step[d]))]);
+            off[slot] = -face, inside[slot] = true;
+            diag += face;
+          }
+        for (int slot = 0; slot < 3; ++slot)
+          if (inside[slot]) {
+            const int d = 2 - slot;
+            a.col_idx.push_back(static_cast<int32_t>(row - step[d])), a.values.push_back(off[slot]);
+          }
+        a.col_idx.push_back(static_cast<int32_t>(row)), a.values.push_back(diag);
+        for (int slot = 3; slot < 6; ++slot)
+          if (inside[slot]) {
+            const int d = slot - 3;
+            a.col_idx.push_back(static_cast<int32_t>(row + step[d])), a.values.push_back(off[slot]);
+          }
+        a.row_ptr[static_cast<size_t>(row) + 1] = static_cast<int32_t>(a.col_idx.size());
+      }
+  return a;
+}
+
 CsrMatrix powerlaw_spd(int32_t n, uint64_t seed, double alpha, int32_t min_degree) {
   if (n < 0) throw InputError("powerlaw", 0, "size must be non-negative");
   SplitMix64 rng(seed);
@@ -154,13 +217,14 @@ CsrMatrix powerlaw_spd(int32_t n, uint64_t seed, double alpha, int32_t min_degre
 }
 
 bool looks_like_generator(const std::string& spec) {
-  for (const char* p : {"poisson2d:", "poisson2d9:", "poisson3d:", "poisson3d27:", "aniso3d:", "powerlaw:"})
+  for (const char* p : {"poisson2d:", "poisson2d9:", "poisson3d:", "poisson3d27:", "aniso3d:", "jump3d:", "powerlaw:"})
     if (spec.rfind(p, 0) == 0) return true;
   return false;
 }
 
 std::string generator_help() {
-  return "poisson2d:N (5-point), poisson2d9:N, poisson3d:N (7-point), poisson3d27:N, aniso3d:N, powerlaw:N[:seed]";
+  return "poisson2d:N (5-point), poisson2d9:N, poisson3d:N (7-point), poisson3d27:N, aniso3d:N, jump3d:N[:seed] "
+         "(coefficient jumps 1e-3..1e3), powerlaw:N[:seed]";
 }
 
 CsrMatrix generate(const std::string& spec) {
@@ -169,13 +233,14 @@ CsrMatrix generate(const std::string& spec) {
     throw InputError(spec, 0, "not a generator spec; expected one of " + generator_help());
   const std::string kind = spec.substr(0, colon);
   std::string rest = spec.substr(colon + 1);
-  if (kind == "powerlaw") {
+  if (kind == "powerlaw" || kind == "jump3d") {  // N[:seed]
     const auto c2 = rest.find(':');
-    uint64_t seed = 42;
+    uint64_t seed = kind == "powerlaw" ? 42 : 1;
     if (c2 != std::string::npos) {
       seed = static_cast<uint64_t>(parse_size(spec, std::string_view(rest).substr(c2 + 1), 2147483647));
       rest = rest.substr(0, c2);
     }
+    if (kind == "jump3d") return jump3d(parse_size(spec, rest, 1290), seed);
     return powerlaw_spd(parse_size(spec, rest, 200000000), seed);
   }
   if (kind == "poisson2d") return poisson2d_5pt(parse_size(spec, rest, 46340));

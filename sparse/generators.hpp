@@ -17,9 +17,16 @@ CsrMatrix anisotropic3d(int32_t n, double ay = 0.1, double az = 0.01);
 // `alpha`), so a few rows are very long (> 1000 entries for n >= 1e5) and most are short.
 // Diagonal = sum of off-diagonal magnitudes + 1: strictly diagonally dominant, hence SPD.
 CsrMatrix powerlaw_spd(int32_t n, uint64_t seed = 42, double alpha = 1.6, int32_t min_degree = 2);
+// 3D diffusion -div(k grad u) on the unit cube, n^3 cells, Dirichlet boundary, cell-centred finite volumes
+// (7-point): the coefficient k is 1 with kJump3dBoxes random boxes (sides n/8 to n/3 cells, seeded) of
+// 10^e, e uniform in {-3, ..., 3}, later boxes over earlier ones; a face between two cells carries the harmonic
+// mean of their coefficients, a boundary face twice the cell's. Jumps of up to 1e6 across faces: the problem
+// where Jacobi-CG struggles and AMG does not (Vanek, Mandel and Brezina 1996 use the like).
+CsrMatrix jump3d(int32_t n, uint64_t seed = 1);
+constexpr int kJump3dBoxes = 16;
 
 // Parses "poisson2d:N", "poisson2d9:N", "poisson3d:N", "poisson3d27:N", "aniso3d:N",
-// "powerlaw:N[:seed]". Throws InputError naming the spec when it is not one of these.
+// "jump3d:N[:seed]", "powerlaw:N[:seed]". Throws InputError naming the spec when it is not one of these.
 CsrMatrix generate(const std::string& spec);
 bool looks_like_generator(const std::string& spec);
 std::string generator_help();

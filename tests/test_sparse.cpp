@@ -47,7 +47,8 @@ TEST(Generators, ExactNonzeroCounts) {
 }
 
 TEST(Generators, SymmetricPositiveDefinite) {
-  for (const std::string spec : {"poisson2d:9", "poisson2d9:8", "poisson3d:5", "poisson3d27:4", "aniso3d:5", "powerlaw:300"}) {
+  for (const std::string spec :
+       {"poisson2d:9", "poisson2d9:8", "poisson3d:5", "poisson3d27:4", "aniso3d:5", "jump3d:9", "jump3d:8:5", "powerlaw:300"}) {
     const CsrMatrix a = generate(spec);
     a.validate(spec);
     const MatrixStats s = compute_stats(a);
@@ -61,6 +62,42 @@ TEST(Generators, DeterministicFromSeed) {
   const CsrMatrix a = generate("powerlaw:2000:7"), b = generate("powerlaw:2000:7"), c = generate("powerlaw:2000:8");
   expect_same(a, b);
   EXPECT_NE(a.col_idx, c.col_idx);
+}
+
+// jump3d: a 7-point pattern; each row's diagonal the sum of its face coefficients, those of interior rows
+// exactly the negated off-diagonal sum, boundary rows more (their Dirichlet faces); coefficients spanning the
+// jumps asked for; the seed moves the boxes.
+TEST(Generators, Jump3dIsADiffusionWithJumps) {
+  const int n = 24;
+  const CsrMatrix a = jump3d(n, 3);
+  a.validate("jump3d");
+  EXPECT_EQ(a.nnz(), 7 * n * n * n - 6 * n * n);
+  double smallest = 1e300, largest = 0;
+  int64_t interior_rows = 0;
+  for (int32_t i = 0; i < a.rows; ++i) {
+    double diag = 0, off = 0;
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+      if (a.col_idx[p] == i) diag = a.values[p];
+      else {
+        EXPECT_LT(a.values[p], 0.0);
+        off -= a.values[p];
+        smallest = std::min(smallest, -a.values[p]), largest = std::max(largest, -a.values[p]);
+      }
+    }
+    if (a.row_length(i) == 7) {
+      ++interior_rows;
+      EXPECT_NEAR(diag, off, 1e-12 * diag) << "row " << i;
+    } else {
+      EXPECT_GT(diag, off) << "row " << i;
+    }
+  }
+  EXPECT_EQ(interior_rows, int64_t{n - 2} * (n - 2) * (n - 2));
+  EXPECT_GE(largest / smallest, 1e4) << "the coefficients jump";
+  EXPECT_LE(largest, 1e3 * (1 + 1e-12));
+  EXPECT_GE(smallest, 1e-3 * (1 - 1e-12));
+  expect_same(a, generate("jump3d:24:3"));
+  EXPECT_NE(a.values, jump3d(n, 4).values);
+  EXPECT_EQ(generate("jump3d:24").values, jump3d(n, 1).values);  // the default seed
 }
 
 TEST(Generators, PowerLawHasLongTail) {
@@ -80,7 +117,7 @@ TEST(Generators, LargePoissonIsFast) {
 }
 
 TEST(Generators, BadSpecsAreClearErrors) {
-  for (const std::string spec : {"poisson3d", "poisson3d:x", "poisson3d:-4", "cube:10", "poisson3d:99999"}) {
+  for (const std::string spec : {"poisson3d", "poisson3d:x", "poisson3d:-4", "cube:10", "poisson3d:99999", "jump3d:8:x", "jump3d:"}) {
     try {
       generate(spec);
       ADD_FAILURE() << spec;
