@@ -2,6 +2,8 @@
 // determinism. GPU tests skip without a device; the host checks (Jacobi refusal) run everywhere.
 #include <gtest/gtest.h>
 
+#include <Eigen/Eigenvalues>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "registry.hpp"
 #include "small_dense.hpp"
 #include "solver.hpp"
+#include "spectrum.hpp"
 #include "test_util.hpp"
 
 using namespace spcg;
@@ -537,4 +540,41 @@ TEST(Monitor, StoppingRulesAndStatuses) {
   Monitor n({1e-6, 0, 10}, {1.0});
   EXPECT_TRUE(n.observe(0, 3, std::nan("")));
   EXPECT_EQ(n.status(0), ColumnStatus::non_finite);
+}
+
+// Lanczos estimates of the spectrum of D^-1 A against Eigen's dense eigenvalues of D^-1/2 A D^-1/2: the Ritz
+// values lie inside the spectrum, the largest within a few percent of lambda_max after 30 steps, an eigenvalue
+// within the reported error of it; an indefinite matrix shows a negative lower end.
+TEST_F(GpuSolver, SpectrumEstimateBracketsTheExtremeEigenvalues) {
+  for (const std::string spec : {"poisson3d:8", "jump3d:8", "poisson2d9:20"})
+    for (const bool jacobi : {false, true}) {
+      const std::string what = spec + (jacobi ? " jacobi" : " identity");
+      const CsrMatrix a = generate(spec);
+      const std::vector<double> dinv = jacobi ? jacobi_inverse_diagonal(a) : std::vector<double>{};
+      Eigen::MatrixXd S = Eigen::MatrixXd(to_eigen(a));
+      if (jacobi)
+        for (int i = 0; i < a.rows; ++i)
+          for (int j = 0; j < a.rows; ++j) S(i, j) *= std::sqrt(dinv[i] * dinv[j]);
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> exact(S, Eigen::EigenvaluesOnly);
+      const Eigen::VectorXd lambda = exact.eigenvalues();
+      const double lo = lambda[0], hi = lambda[a.rows - 1];
+      auto op = make_operator("csr-vector", a);
+      const SpectrumEstimate est = estimate_spectrum(*op, dinv, 30, 7);
+      ASSERT_TRUE(est.finite) << what;
+      EXPECT_EQ(est.steps, 30) << what;
+      EXPECT_LE(est.lambda_max, hi * (1 + 1e-10)) << what;
+      EXPECT_GE(est.lambda_max, 0.97 * hi) << what;
+      EXPECT_GE(est.lambda_min, lo - 1e-10 * hi) << what;
+      double nearest = 1e300;
+      for (int i = 0; i < a.rows; ++i) nearest = std::min(nearest, std::abs(lambda[i] - est.lambda_max));
+      EXPECT_LE(nearest, 1.01 * est.max_error + 1e-8 * hi) << what;
+    }
+  CsrMatrix shifted = poisson2d_5pt(20);  // eigenvalues 8 sin^2 terms in (0, 8): minus 1 makes dozens negative
+  for (int32_t i = 0; i < shifted.rows; ++i)
+    for (int32_t p = shifted.row_ptr[i]; p < shifted.row_ptr[i + 1]; ++p)
+      if (shifted.col_idx[p] == i) shifted.values[p] -= 1.0;
+  auto op = make_operator("csr-vector", shifted);
+  const SpectrumEstimate indefinite = estimate_spectrum(*op, jacobi_inverse_diagonal(shifted), 30, 3);
+  EXPECT_LT(indefinite.lambda_min, 0.0);
+  EXPECT_EQ(estimate_spectrum(*op, {}, 0).steps, 0);
 }
