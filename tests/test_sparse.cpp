@@ -3,11 +3,15 @@
 
 #include <Eigen/Dense>
 #include <chrono>
+#include <cstdlib>
+#include <limits>
 
 #include "eigen_bridge.hpp"
 #include "error.hpp"
 #include "formats.hpp"
 #include "generators.hpp"
+#include "matrix_market.hpp"
+#include "partition.hpp"
 #include "stats.hpp"
 
 using namespace spcg;
@@ -284,4 +288,96 @@ TEST(EigenBridge, HostConjugateGradientSolves) {
   for (double rel : relative_residuals(a, r.x, b)) EXPECT_LT(rel, 1e-9);
   const HostSolveResult rj = eigen_cg(a, b, 1e-10, 1000, true);
   EXPECT_TRUE(rj.all_converged);
+}
+
+namespace {
+// The partition and halo tests' matrices: 0x0, 1x1, odd sizes, empty rows, a dense row, power-law, real files.
+std::vector<std::pair<std::string, CsrMatrix>> partition_matrices() {
+  std::vector<std::pair<std::string, CsrMatrix>> m;
+  m.emplace_back("0x0", CsrMatrix{});
+  CsrMatrix one;
+  one.rows = one.cols = 1, one.row_ptr = {0, 1}, one.col_idx = {0}, one.values = {2.0};
+  m.emplace_back("1x1", one);
+  m.emplace_back("random 97 with empty rows", random_csr(97, 97, 0.05, 11));
+  CsrMatrix dense_row = random_csr(301, 301, 0.01, 12);
+  {
+    std::vector<int32_t> ti, tj;
+    std::vector<double> tv;
+    for (int32_t i = 0; i < dense_row.rows; ++i)
+      for (int32_t q = dense_row.row_ptr[i]; q < dense_row.row_ptr[i + 1]; ++q)
+        ti.push_back(i), tj.push_back(dense_row.col_idx[q]), tv.push_back(dense_row.values[q]);
+    for (int32_t j = 0; j < dense_row.cols; ++j) ti.push_back(150), tj.push_back(j), tv.push_back(0.5 + j);
+    dense_row = csr_from_triplets(301, 301, ti, tj, tv);
+  }
+  m.emplace_back("dense row", dense_row);
+  m.emplace_back("powerlaw:3000", generate("powerlaw:3000"));
+  m.emplace_back("jump3d:7", generate("jump3d:7"));
+  const char* moved = std::getenv("SPCG_SOURCE_DIR");  // the device machine runs a copy elsewhere
+  const std::string inputs = std::string(moved ? moved : SPCG_SOURCE_DIR) + "/inputs/";
+  for (const char* f : {"bcsstk01.mtx", "nos4.mtx", "fv1.mtx"}) m.emplace_back(f, read_matrix_market(inputs + f).matrix);
+  return m;
+}
+}  // namespace
+
+TEST(Partition, ContiguousBlocksBalancedByWork) {
+  for (const auto& [name, a] : partition_matrices())
+    for (int ranks : {1, 2, 3, 5, 400}) {
+      const std::string what = name + ", " + std::to_string(ranks) + " ranks";
+      const RowPartition p = partition_by_work(a, ranks);
+      ASSERT_EQ(p.ranks(), ranks) << what;
+      EXPECT_EQ(p.begin(0), 0) << what;
+      EXPECT_EQ(p.end(ranks - 1), a.rows) << what;
+      int64_t max_row = 0;
+      for (int32_t i = 0; i < a.rows; ++i) max_row = std::max<int64_t>(max_row, a.row_length(i) + 1);
+      const double mean = double(a.nnz() + a.rows) / ranks;
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_LE(p.begin(r), p.end(r)) << what;
+        const int64_t work = int64_t{a.row_ptr[p.end(r)]} - a.row_ptr[p.begin(r)] + (p.end(r) - p.begin(r));
+        EXPECT_LE(double(work), mean + double(max_row) + 1) << what << ", rank " << r;
+        for (int32_t i = p.begin(r); i < p.end(r); ++i) ASSERT_EQ(p.owner(i), r) << what << ", row " << i;
+      }
+    }
+  EXPECT_THROW(partition_by_work(poisson2d_5pt(3), 0), Error);
+}
+
+// Every entry lands once, in the local block (own columns) or the halo block (others'), the plans agree on
+// both sides, and the distributed SpMV through the in-process exchange equals the global one.
+TEST(Partition, HaloPlansGiveTheGlobalSpmv) {
+  for (const auto& [name, a] : partition_matrices())
+    for (int ranks : {1, 2, 3, 5}) {
+      const std::string what = name + ", " + std::to_string(ranks) + " ranks";
+      const RowPartition p = partition_by_work(a, ranks);
+      const std::vector<RankBlocks> blocks = split_for_ranks(a, p);
+      ASSERT_EQ(blocks.size(), static_cast<size_t>(ranks)) << what;
+      int64_t entries = 0, sent = 0, received = 0;
+      for (const RankBlocks& rb : blocks) {
+        rb.local.validate(what + " local");
+        rb.halo.validate(what + " halo");
+        entries += rb.local.nnz() + rb.halo.nnz();
+        sent += rb.plan.send_count(), received += rb.plan.receive_count();
+        for (int32_t c : rb.plan.halo_columns) EXPECT_TRUE(c < rb.row_begin || c >= rb.row_end) << what;
+        for (int32_t slot = 0; slot < rb.halo.cols; ++slot) {  // every halo slot is used by some entry
+          bool used = false;
+          for (int32_t c : rb.halo.col_idx) used |= c == slot;
+          EXPECT_TRUE(used) << what << ", rank " << rb.rank << " slot " << slot;
+        }
+        if (ranks == 1) EXPECT_EQ(rb.halo.nnz(), 0) << what;
+      }
+      EXPECT_EQ(entries, a.nnz()) << what;
+      EXPECT_EQ(sent, received) << what;
+
+      DenseBlock x = random_block(a.rows, 1, 5), y(a.rows, 1, 0.0);
+      reference_spmm(a, 1.0, x, 0.0, y);
+      std::vector<std::vector<double>> x_parts(static_cast<size_t>(ranks));
+      for (int r = 0; r < ranks; ++r) x_parts[r].assign(x.data.begin() + p.begin(r), x.data.begin() + p.end(r));
+      const std::vector<std::vector<double>> y_parts = distributed_spmv_in_process(blocks, x_parts);
+      for (int r = 0; r < ranks; ++r)
+        for (int32_t i = p.begin(r); i < p.end(r); ++i) {
+          double scale = 0;  // sum |a_ij x_j|: the rounding of any summation order is within eps times this per term
+          for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) scale += std::abs(a.values[q] * x.data[a.col_idx[q]]);
+          EXPECT_NEAR(y_parts[r][static_cast<size_t>(i - p.begin(r))], y.data[i],
+                      4.0 * std::numeric_limits<double>::epsilon() * (a.row_length(i) + 1) * scale)
+              << what << ", row " << i;
+        }
+    }
 }

@@ -1,0 +1,66 @@
+#pragma once
+// Row partitions for solving on several GPUs (issue #25's first half, host only): contiguous row blocks balanced
+// by work, each rank's rows split into a local block (its own columns) and a halo block (columns other ranks
+// own), and the halo plan that says which entries of x travel between which ranks. A rank's SpMV is then
+//   y = A_local x_local + A_halo x_halo,   x_halo gathered from the peers by the plan,
+// the second product after the exchange, so that the first can overlap it. An in-process exchange stands in for
+// the communicator on one machine (the tests; NCCL ranks use the same plans).
+#include <cstdint>
+#include <vector>
+
+#include "csr_matrix.hpp"
+
+namespace spcg {
+
+// Contiguous row blocks: rank r owns rows [first_row[r], first_row[r + 1]).
+struct RowPartition {
+  std::vector<int32_t> first_row{0};
+  int ranks() const { return static_cast<int>(first_row.size()) - 1; }
+  int32_t begin(int r) const { return first_row[static_cast<size_t>(r)]; }
+  int32_t end(int r) const { return first_row[static_cast<size_t>(r) + 1]; }
+  int owner(int32_t row) const;  // the rank owning `row` (a rank with no rows never owns one)
+};
+
+// Blocks of about equal work, work = stored entries + rows (a row costs its pointer and its y entry even when
+// empty); boundaries fall between rows, so one rank's work exceeds the mean by at most one row's. `ranks` >= 1;
+// ranks beyond the rows get empty blocks.
+RowPartition partition_by_work(const CsrMatrix& a, int ranks);
+
+// What one rank exchanges: it receives the halo entries x[halo_columns[i]] (grouped by owner, each group
+// sorted) and sends to each peer the entries of its own x that the peer's halo lists, in the peer's order.
+struct HaloPlan {
+  struct Transfer {
+    int peer = 0;
+    std::vector<int32_t> rows;  // receive: global columns of the halo slots filled from `peer` (in slot order);
+                                // send: this rank's local row indices whose x the peer receives, in its order
+  };
+  std::vector<int32_t> halo_columns;  // global column of each halo slot
+  std::vector<Transfer> receive;      // by peer rank, increasing; slots of `receive[i]` follow those of receive[i-1]
+  std::vector<Transfer> send;         // by peer rank, increasing
+  int64_t receive_count() const { return static_cast<int64_t>(halo_columns.size()); }
+  int64_t send_count() const;
+};
+
+// A rank's share of A: its rows, split by column owner.
+struct RankBlocks {
+  int rank = 0;
+  int32_t row_begin = 0, row_end = 0;
+  CsrMatrix local;  // (row_end - row_begin) square: columns in [row_begin, row_end), shifted to local indices
+  CsrMatrix halo;   // (row_end - row_begin) x halo_columns.size(): columns are halo slots
+  HaloPlan plan;
+};
+
+// Every rank's blocks and consistent plans (each rank's sends are its peers' receives). A real rank needs only
+// its own entry; the tests and the one-process path use them all.
+std::vector<RankBlocks> split_for_ranks(const CsrMatrix& a, const RowPartition& p);
+
+// The exchange on one machine, in memory: x_parts[r] holds rank r's entries of x (its rows); returns each rank's
+// halo vector, filled as the communicator would (every send delivered to its receiver's slots).
+std::vector<std::vector<double>> exchange_halos_in_process(const std::vector<RankBlocks>& ranks,
+                                                           const std::vector<std::vector<double>>& x_parts);
+
+// y_parts[r] = A_local x_parts[r] + A_halo x_halo[r] for every rank: the distributed SpMV's host reference.
+std::vector<std::vector<double>> distributed_spmv_in_process(const std::vector<RankBlocks>& ranks,
+                                                             const std::vector<std::vector<double>>& x_parts);
+
+}  // namespace spcg
