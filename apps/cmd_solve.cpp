@@ -136,6 +136,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   o.check_every = vm["check-every"].as<int>();
   o.stagnation_window = vm["stagnation"].as<int>();
   o.deterministic = vm.count("deterministic") > 0, o.monitor_every = monitor, o.keep_history = c.history.has_value();
+  if (monitor > 0) o.progress = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   return c;
 }
 
@@ -217,7 +218,15 @@ int run_solve(const std::vector<std::string>& args) {
   rep.backend = backend;
   rep.rtol = so.iteration.stop.rtol, rep.atol = so.iteration.stop.atol;
 
-  Solver solver(std::move(prob.a), so);  // the setup: checks, upload, statistics, kernel choice
+  // The setup: checks, upload, statistics, kernel choice. A refusal --force can override says so.
+  std::optional<Solver> made;
+  try {
+    made.emplace(std::move(prob.a), so);
+  } catch (const MatrixRefusedError& e) {
+    if (!e.overridable()) throw;
+    throw InputError(e.file(), e.line(), e.problem() + " (use --force to try anyway)");
+  }
+  Solver& solver = *made;
   const CsrMatrix& a = solver.matrix();
   for (const Phase& p : solver.setup_phases())
     if (p.name != "setup (total)") rep.phases.push_back(p);

@@ -35,11 +35,10 @@ bool Monitor::observe(int j, int iteration, double rnorm) {
   residual_[j] = rnorm;
   iterations_[j] = iteration;
   if (keep_history_) history_[j].emplace_back(iteration, rnorm);
-  if (print_every_ > 0 && iteration % print_every_ == 0) {
+  if (print_every_ > 0 && iteration % print_every_ == 0 && print) {
     char line[128];
     std::snprintf(line, sizeof line, "  iter %6d  col %3d  ||r|| %.6e  (target %.3e)", iteration, j, rnorm, tol_[j]);
-    if (print) print(line);
-    else std::printf("%s\n", line);
+    print(line);
   }
   if (!std::isfinite(rnorm)) status_[j] = ColumnStatus::non_finite;
   else if (rnorm <= tol_[j]) status_[j] = deflated_[j] ? ColumnStatus::deflated : ColumnStatus::converged;

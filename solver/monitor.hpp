@@ -27,7 +27,7 @@ class Monitor {
   bool was_deflated(int j) const { return deflated_[j]; }
   const std::vector<std::vector<std::pair<int, double>>>& history() const { return history_; }
   const StopRule& rule() const { return rule_; }
-  // Where --monitor lines go (stdout by default).
+  // Where progress lines go (SolveOptions::progress; empty: nowhere).
   std::function<void(const std::string&)> print = nullptr;
 
  private:

@@ -31,6 +31,7 @@ SolveFrame::SolveFrame(const char* solver, const DeviceBlock& B, const SolveOpti
       monitor_(o.stop, b_norms_, o.monitor_every, o.keep_history),
       timer_(o.time_kernels, stream_),
       start_(std::chrono::steady_clock::now()) {
+  monitor_.print = o.progress;
   result_.solver = solver;
 }
 

@@ -4,6 +4,7 @@
 // the stopping rule, and what a solve returns. No CUDA here: a library user includes it without the toolkit.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -95,7 +96,8 @@ struct SolveOptions {
   Switch persistent = Switch::automatic;  // small systems run CG in one cooperative launch
   bool time_kernels = true;               // per-kernel events (off: phases only)
   bool deterministic = false;             // atomic-free kernels, fixed-order reductions
-  int monitor_every = 0;                  // a progress line every N iterations (0: none)
+  int monitor_every = 0;                  // a progress line every N iterations (0: none), given to `progress`
+  std::function<void(const std::string&)> progress;  // where progress lines go (empty: nowhere; the library never prints)
   bool keep_history = false;              // the residual norm of every checked iteration, per column
   // block-cg: the running columns go on as multi-cg when the largest relative residual among them has not
   // fallen below 0.9 x its best for this many iterations (0: never), when the block has lost rank or is near

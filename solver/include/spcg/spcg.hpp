@@ -30,6 +30,19 @@
 
 namespace spcg {
 
+// A matrix the checks refused (SolverOptions::check_matrix). `overridable`: not symmetric, or a non-positive
+// diagonal, which check_matrix = false lets through (the solve then reports what happens); not square and
+// non-finite values never pass.
+class MatrixRefusedError : public InputError {
+ public:
+  MatrixRefusedError(const std::string& matrix, const std::string& problem, bool overridable)
+      : InputError(matrix, 0, problem), overridable_(overridable) {}
+  bool overridable() const { return overridable_; }
+
+ private:
+  bool overridable_;
+};
+
 // A CSR matrix in device memory the caller owns (0-based, rows sorted by column, no duplicates). The solver
 // copies it on the device once; the caller's arrays may be freed after the constructor returns.
 struct DeviceCsrRef {
