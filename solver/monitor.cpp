@@ -25,6 +25,7 @@ Monitor::Monitor(const StopRule& rule, const std::vector<double>& b_norms, int p
       status_(b_norms.size(), ColumnStatus::running),
       deflated_(b_norms.size(), false),
       print_every_(print_every),
+      printed_(b_norms.size(), -1),
       keep_history_(keep_history),
       history_(b_norms.size()) {
   for (double bn : b_norms) tol_.push_back(std::max(rule.rtol * bn, rule.atol));
@@ -35,7 +36,10 @@ bool Monitor::observe(int j, int iteration, double rnorm) {
   residual_[j] = rnorm;
   iterations_[j] = iteration;
   if (keep_history_) history_[j].emplace_back(iteration, rnorm);
-  if (print_every_ > 0 && iteration % print_every_ == 0 && print) {
+  // A line at the first observation at or past each multiple of print_every: the solvers observe every few
+  // iterations (a check interval, a persistent launch), not necessarily on the multiples themselves.
+  if (print_every_ > 0 && print && (printed_[j] < 0 || iteration / print_every_ > printed_[j] / print_every_)) {
+    printed_[j] = iteration;
     char line[128];
     std::snprintf(line, sizeof line, "  iter %6d  col %3d  ||r|| %.6e  (target %.3e)", iteration, j, rnorm, tol_[j]);
     print(line);

@@ -37,6 +37,7 @@ class Monitor {
   std::vector<ColumnStatus> status_;
   std::vector<bool> deflated_;
   int print_every_;
+  std::vector<int> printed_;  // the iteration of each column's last progress line (-1: none yet)
   bool keep_history_;
   std::vector<std::vector<std::pair<int, double>>> history_;
 };

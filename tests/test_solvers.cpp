@@ -578,3 +578,24 @@ TEST_F(GpuSolver, SpectrumEstimateBracketsTheExtremeEigenvalues) {
   EXPECT_LT(indefinite.lambda_min, 0.0);
   EXPECT_EQ(estimate_spectrum(*op, {}, 0).steps, 0);
 }
+
+// Progress lines go only to the callback, one at the first observation at or past each multiple of the interval
+// (solvers observe every check interval or launch, not on the multiples), never after a column finished.
+TEST(Monitor, ProgressLinesAtEachIntervalCrossed) {
+  StopRule rule{1e-8, 0, 1000};
+  Monitor mon(rule, {1.0}, 20);
+  ::testing::internal::CaptureStdout();
+  for (int it : {0, 8, 16, 24, 32, 40, 48}) mon.observe(0, it, 1.0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "") << "no callback: the library prints nothing";
+  std::vector<std::string> lines;
+  Monitor with(rule, {1.0}, 20);
+  with.print = [&](const std::string& l) { lines.push_back(l); };
+  for (int it : {0, 8, 16, 24, 32, 40, 48}) with.observe(0, it, 1.0);
+  with.observe(0, 61, 1e-9);  // converged: this line still shows (61 crosses 60), then nothing more
+  with.observe(0, 90, 1e-9);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("iter      0"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("iter     24"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("iter     40"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("iter     61"), std::string::npos) << lines[3];
+}
