@@ -40,7 +40,7 @@ std::string stats_json(const Problem& p) {
   if (!p.read.access.empty()) {
     const ReadProfile& r = p.read;
     j.begin_object("reader").kv("threads", r.threads).kv("chunks", static_cast<long long>(r.chunks));
-    j.kv("access", r.access).kv("file_bytes", static_cast<long long>(r.file_bytes));
+    j.kv("access", r.access).kv("method", r.method).kv("file_bytes", static_cast<long long>(r.file_bytes));
     j.kv("text_bytes", static_cast<long long>(r.text_bytes)).kv("load_ms", r.load_ms).kv("parse_ms", r.parse_ms);
     j.kv("build_ms", r.build_ms).end_object();
   }

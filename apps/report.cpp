@@ -28,9 +28,9 @@ void print_report(const SolveReport& r) {
               r.vector_ops.c_str(), r.backend.c_str(), s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
   if (!r.reader.access.empty())
-    std::printf("reader      %.1f MB on %d thread(s), %s: load %.1f, parse %.1f, build %.1f ms\n",
-                double(r.reader.text_bytes) / 1e6, r.reader.threads, r.reader.access.c_str(), r.reader.load_ms,
-                r.reader.parse_ms, r.reader.build_ms);
+    std::printf("reader      %.1f MB on %d thread(s), %s, %s: load %.1f, parse %.1f, build %.1f ms\n",
+                double(r.reader.text_bytes) / 1e6, r.reader.threads, r.reader.access.c_str(), r.reader.method.c_str(),
+                r.reader.load_ms, r.reader.parse_ms, r.reader.build_ms);
   if (s.fallback_columns > 0)
     std::printf("fallback    %s; %d column(s) finished by multi-cg\n", s.fallback_reason.c_str(), s.fallback_columns);
   std::printf("\nphase                       ms\n");
@@ -81,7 +81,7 @@ std::string report_json(const SolveReport& r) {
   j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent).kv("fallback_columns", s.fallback_columns);
   if (s.fallback_columns > 0) j.kv("fallback_reason", s.fallback_reason);
   if (!r.reader.access.empty()) {
-    j.begin_object("reader").kv("threads", r.reader.threads).kv("access", r.reader.access);
+    j.begin_object("reader").kv("threads", r.reader.threads).kv("access", r.reader.access).kv("method", r.reader.method);
     j.kv("text_bytes", static_cast<long long>(r.reader.text_bytes)).kv("load_ms", r.reader.load_ms);
     j.kv("parse_ms", r.reader.parse_ms).kv("build_ms", r.reader.build_ms).end_object();
   }
