@@ -12,6 +12,7 @@
 #include "generators.hpp"
 #include "matrix_market.hpp"
 #include "partition.hpp"
+#include "aggregation.hpp"
 #include "stats.hpp"
 
 using namespace spcg;
@@ -380,4 +381,101 @@ TEST(Partition, HaloPlansGiveTheGlobalSpmv) {
               << what << ", row " << i;
         }
     }
+}
+
+namespace {
+// Nodes within two edges of i (i excluded).
+std::vector<int32_t> within_two(const CsrMatrix& g, int32_t i) {
+  std::vector<int32_t> out;
+  for (int32_t p = g.row_ptr[i]; p < g.row_ptr[i + 1]; ++p) {
+    const int32_t j = g.col_idx[p];
+    out.push_back(j);
+    for (int32_t q = g.row_ptr[j]; q < g.row_ptr[j + 1]; ++q) out.push_back(g.col_idx[q]);
+  }
+  out.erase(std::remove(out.begin(), out.end(), i), out.end());
+  return out;
+}
+}  // namespace
+
+TEST(Aggregation, StrengthGraphKeepsTheStrongConnectionsSymmetrically) {
+  const CsrMatrix a = generate("jump3d:9");
+  const CsrMatrix all = strength_graph(a, 0.0), strong = strength_graph(a, 0.25);
+  all.validate("strength 0"), strong.validate("strength 0.25");
+  EXPECT_EQ(all.nnz(), a.nnz() - a.rows);  // every off-diagonal entry (none is zero)
+  EXPECT_LT(strong.nnz(), all.nnz());       // the coefficient jumps make some connections weak
+  for (const CsrMatrix* g : {&all, &strong}) {
+    const CsrMatrix t = transpose(*g);
+    EXPECT_EQ(t.row_ptr, g->row_ptr);
+    EXPECT_EQ(t.col_idx, g->col_idx);
+  }
+  // the rule itself, entry by entry
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+      const int32_t j = a.col_idx[p];
+      if (j == i) continue;
+      double aii = 0, ajj = 0;
+      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) if (a.col_idx[q] == i) aii = a.values[q];
+      for (int32_t q = a.row_ptr[j]; q < a.row_ptr[j + 1]; ++q) if (a.col_idx[q] == j) ajj = a.values[q];
+      const bool in_graph = std::binary_search(strong.col_idx.begin() + strong.row_ptr[i],
+                                               strong.col_idx.begin() + strong.row_ptr[i + 1], j);
+      EXPECT_EQ(in_graph, std::abs(a.values[p]) >= 0.25 * std::sqrt(aii * ajj)) << i << "," << j;
+    }
+}
+
+// MIS-2: no two roots within two edges, every other node within two edges of a root; aggregates partition the
+// nodes, each holds one root and is connected; P has orthonormal columns; the same seed gives the same result.
+TEST(Aggregation, Mis2AggregatesAndTentativeProlongator) {
+  CsrMatrix isolated;  // a diagonal matrix: no strong connections at all
+  isolated.rows = isolated.cols = 5, isolated.row_ptr = {0, 1, 2, 3, 4, 5}, isolated.col_idx = {0, 1, 2, 3, 4};
+  isolated.values = {1, 2, 3, 4, 5};
+  const char* moved = std::getenv("SPCG_SOURCE_DIR");
+  const std::string inputs = std::string(moved ? moved : SPCG_SOURCE_DIR) + "/inputs/";
+  std::vector<std::pair<std::string, CsrMatrix>> cases = {
+      {"0x0", CsrMatrix{}}, {"diagonal", isolated}, {"poisson2d:20", generate("poisson2d:20")},
+      {"jump3d:8", generate("jump3d:8")}, {"powerlaw:500", generate("powerlaw:500")},
+      {"nos4", read_matrix_market(inputs + "nos4.mtx").matrix}, {"bcsstk01", read_matrix_market(inputs + "bcsstk01.mtx").matrix}};
+  for (const auto& [name, a] : cases)
+    for (const uint64_t seed : {0, 7}) {
+      const std::string what = name + " seed " + std::to_string(seed);
+      const CsrMatrix g = strength_graph(a, 0.08);
+      const std::vector<uint8_t> root = mis2(g, seed);
+      for (int32_t i = 0; i < g.rows; ++i) {
+        const std::vector<int32_t> near = within_two(g, i);
+        const bool root_near = std::any_of(near.begin(), near.end(), [&](int32_t j) { return root[j] != 0; });
+        if (root[i]) EXPECT_FALSE(root_near) << what << ": roots " << i << " within two edges of another";
+        else EXPECT_TRUE(root_near) << what << ": node " << i << " not covered";
+      }
+      const Aggregates agg = aggregate(g, seed);
+      ASSERT_EQ(agg.of.size(), static_cast<size_t>(a.rows)) << what;
+      std::vector<int32_t> roots_in(static_cast<size_t>(agg.count), 0), size(static_cast<size_t>(agg.count), 0);
+      for (int32_t i = 0; i < a.rows; ++i) {
+        ASSERT_GE(agg.of[i], 0) << what;
+        ASSERT_LT(agg.of[i], agg.count) << what;
+        roots_in[agg.of[i]] += root[i], ++size[agg.of[i]];
+      }
+      for (int32_t c = 0; c < agg.count; ++c) EXPECT_EQ(roots_in[c], 1) << what << ": aggregate " << c;
+      // connected: a breadth-first walk inside each aggregate from its root reaches all of it
+      std::vector<uint8_t> seen(static_cast<size_t>(a.rows), 0);
+      for (int32_t r = 0; r < a.rows; ++r) {
+        if (!root[r]) continue;
+        std::vector<int32_t> queue{r};
+        seen[r] = 1;
+        for (size_t h = 0; h < queue.size(); ++h)
+          for (int32_t p = g.row_ptr[queue[h]]; p < g.row_ptr[queue[h] + 1]; ++p) {
+            const int32_t j = g.col_idx[p];
+            if (!seen[j] && agg.of[j] == agg.of[r]) seen[j] = 1, queue.push_back(j);
+          }
+        EXPECT_EQ(static_cast<int32_t>(queue.size()), size[agg.of[r]]) << what << ": aggregate of root " << r;
+      }
+      // P'P = I
+      const CsrMatrix p = tentative_prolongator(agg);
+      p.validate(what + " P");
+      std::vector<double> ptp(static_cast<size_t>(agg.count), 0.0);
+      for (int32_t i = 0; i < p.rows; ++i) ptp[p.col_idx[i]] += p.values[i] * p.values[i];
+      for (int32_t c = 0; c < agg.count; ++c) EXPECT_NEAR(ptp[c], 1.0, 1e-15 * size[c]) << what;
+      EXPECT_EQ(aggregate(g, seed).of, agg.of) << what << ": deterministic";
+    }
+  const CsrMatrix g = strength_graph(generate("poisson2d:30"), 0.08);
+  EXPECT_NE(aggregate(g, 0).of, aggregate(g, 1).of);  // the seed moves the roots
+  EXPECT_LT(aggregate(g, 0).count, g.rows / 4);        // MIS-2 coarsens a 5-point grid by more than 4x
 }
