@@ -75,7 +75,26 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("maxit", po::value<int>()->default_value(10000), "maximum iterations")
       ("solver", po::value<std::string>()->default_value("cg"), solvers.c_str())
       ("kernel", po::value<std::string>()->default_value("auto"), "auto or a registry kernel (see spcg bench spmv --list)")
-      ("precond", po::value<std::string>()->default_value("none"), "none | jacobi")
+      ("precond", po::value<std::string>()->default_value("none"),
+       "none | jacobi | block-jacobi | chebyshev | amg | auto (chosen from the matrix, with the reason)")
+      ("block-size", po::value<int>()->default_value(PreconditionerOptions{}.block_size),
+       "block-jacobi: b x b diagonal blocks, 1..8 (0: detect the node block structure)")
+      ("cheb-degree", po::value<int>()->default_value(PreconditionerOptions{}.chebyshev_degree),
+       "chebyshev: the polynomial's degree (degree - 1 SpMVs per apply)")
+      ("cheb-ratio", po::value<double>()->default_value(PreconditionerOptions{}.chebyshev_ratio),
+       "chebyshev: fit the polynomial on [lambda_max / ratio, lambda_max] of D^-1 A")
+      ("amg-theta", po::value<double>()->default_value(PreconditionerOptions{}.strength_theta),
+       "amg: strength of connection, |a_ij| >= theta sqrt(a_ii a_jj)")
+      ("amg-prolongator", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.prolongator)),
+       "amg: smoothed (Vanek-Mandel-Brezina) | plain (the tentative P: cheaper setup, more iterations)")
+      ("amg-smoother", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.smoother)),
+       "amg: chebyshev | l1-jacobi")
+      ("amg-sweeps", po::value<int>()->default_value(PreconditionerOptions{}.smoother_degree),
+       "amg: the smoother's degree (Chebyshev) or sweeps (l1-Jacobi), before and after the coarse correction")
+      ("amg-smoother-ratio", po::value<double>()->default_value(PreconditionerOptions{}.smoother_ratio),
+       "amg: the Chebyshev smoother works on [lambda_max / ratio, lambda_max] of D^-1 A")
+      ("amg-coarse-rows", po::value<int>()->default_value(PreconditionerOptions{}.coarse_rows),
+       "amg: coarsen until a level has at most this many rows (solved by a dense Cholesky)")
       ("vector-ops", po::value<std::string>()->default_value("fused"), "fused | thrust")
       ("x0", po::value<std::string>(), "initial guess (Matrix Market); default zero")
       ("output", po::value<std::string>(), "write the solution x (Matrix Market array)")
@@ -105,6 +124,16 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   SolveOptions& o = so.iteration;
   so.solver = option_value<SolverKind>(vm, "solver");
   so.precond = option_value<Preconditioner>(vm, "precond");
+  PreconditionerOptions& po_ = so.precond_options;
+  po_.block_size = vm["block-size"].as<int>();
+  po_.chebyshev_degree = vm["cheb-degree"].as<int>();
+  po_.chebyshev_ratio = vm["cheb-ratio"].as<double>();
+  po_.strength_theta = vm["amg-theta"].as<double>();
+  po_.prolongator = option_value<AmgProlongator>(vm, "amg-prolongator");
+  po_.smoother = option_value<AmgSmoother>(vm, "amg-smoother");
+  po_.smoother_degree = vm["amg-sweeps"].as<int>();
+  po_.coarse_rows = vm["amg-coarse-rows"].as<int>();
+  po_.smoother_ratio = vm["amg-smoother-ratio"].as<double>();
   o.vector_ops = option_value<VectorOps>(vm, "vector-ops");
   so.timing = option_value<KernelTiming>(vm, "timing");
   o.graph = option_value<Switch>(vm, "graph");
@@ -179,6 +208,12 @@ int run_solve(const std::vector<std::string>& args) {
   if (!parsed) return 0;
   const SolveCommand& c = *parsed;
   SolveReport rep;
+  // AMG's Galerkin products need cuSPARSE: it loads on a helper thread while the matrix is read. Not for files
+  // under 1 MB: AMG there is a level or two (or one dense solve), and the load would only hold up the exit.
+  std::error_code size_error;
+  const bool large_input = c.generated || std::filesystem::file_size(c.source, size_error) >= (uintmax_t{1} << 20);
+  const PreconditionerLibraries preload(c.solver.backend != Backend::host && large_input ? c.solver.precond
+                                                                                        : Preconditioner::none);
 
   Problem prob;
   {
@@ -231,6 +266,11 @@ int run_solve(const std::vector<std::string>& args) {
   for (const Phase& p : solver.setup_phases())
     if (p.name != "setup (total)") rep.phases.push_back(p);
   rep.kernel = solver.kernel(so.solver == SolverKind::cg ? 1 : k);
+  if (const PreconditionerReport* pr = solver.preconditioner()) {
+    rep.preconditioner = *pr;
+    rep.precond = name_of(pr->kind);
+    if (so.precond == Preconditioner::automatic) rep.precond = std::string("auto -> ") + name_of(pr->kind);
+  }
   rep.kernel_reason = solver.kernel_reason();
   DenseBlock x;  // the solution on the host
   if (host_b) {
@@ -261,7 +301,7 @@ int run_solve(const std::vector<std::string>& args) {
     rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
     if (n <= 200000 && so.backend == Backend::gpu) {
       HostSolveResult h = eigen_cg(a, b, so.iteration.stop.rtol, so.iteration.stop.max_iterations,
-                                   so.precond == Preconditioner::jacobi);
+                                   rep.preconditioner.kind == Preconditioner::jacobi);
       rep.eigen_iterations = *std::max_element(h.iterations.begin(), h.iterations.end());
       double num = 0, den = 0;
       for (size_t i = 0; i < x.data.size(); ++i)

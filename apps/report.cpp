@@ -27,6 +27,20 @@ void print_report(const SolveReport& r) {
   std::printf("solver      %s, precond %s, vector ops %s, backend %s%s\n", r.solver.c_str(), r.precond.c_str(),
               r.vector_ops.c_str(), r.backend.c_str(), s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
+  const PreconditionerReport& pc = r.preconditioner;
+  if (pc.kind != Preconditioner::none || !pc.reason.empty()) {
+    std::printf("precond     %s%s%s, setup %.1f ms", name_of(pc.kind), pc.detail.empty() ? "" : ": ", pc.detail.c_str(), pc.setup_ms);
+    for (const Phase& p : pc.phases) std::printf("%s %s %.1f", &p == &pc.phases.front() ? " (" : ",", p.name.c_str(), p.ms);
+    std::printf("%s\n", pc.phases.empty() ? "" : " ms)");
+    if (!pc.reason.empty()) std::printf("            auto: %s\n", pc.reason.c_str());
+    if (!pc.levels.empty()) {
+      std::printf("            level        rows          nnz   kernel\n");
+      for (size_t l = 0; l < pc.levels.size(); ++l)
+        std::printf("            %5zu %11d %12lld   %s\n", l, pc.levels[l].rows, static_cast<long long>(pc.levels[l].nnz),
+                    pc.levels[l].kernel.c_str());
+      std::printf("            operator complexity %.3f, grid complexity %.3f\n", pc.operator_complexity, pc.grid_complexity);
+    }
+  }
   if (!r.reader.access.empty())
     std::printf("reader      %.1f MB on %d thread(s), %s, %s: load %.1f, parse %.1f, build %.1f ms\n",
                 double(r.reader.text_bytes) / 1e6, r.reader.threads, r.reader.access.c_str(), r.reader.method.c_str(),
@@ -84,6 +98,23 @@ std::string report_json(const SolveReport& r) {
     j.begin_object("reader").kv("threads", r.reader.threads).kv("access", r.reader.access).kv("method", r.reader.method);
     j.kv("text_bytes", static_cast<long long>(r.reader.text_bytes)).kv("load_ms", r.reader.load_ms);
     j.kv("parse_ms", r.reader.parse_ms).kv("build_ms", r.reader.build_ms).end_object();
+  }
+  const PreconditionerReport& pc = r.preconditioner;
+  if (pc.kind != Preconditioner::none || !pc.reason.empty()) {
+    j.begin_object("preconditioner").kv("kind", name_of(pc.kind)).kv("detail", pc.detail).kv("reason", pc.reason);
+    j.kv("setup_ms", pc.setup_ms);
+    j.begin_array("phases");
+    for (const auto& p : pc.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
+    j.end_array();
+    if (!pc.levels.empty()) {
+      j.kv("operator_complexity", pc.operator_complexity).kv("grid_complexity", pc.grid_complexity);
+      j.begin_array("levels");
+      for (const auto& l : pc.levels)
+        j.begin_object().kv("rows", l.rows).kv("nnz", static_cast<long long>(l.nnz)).kv("kernel", l.kernel)
+            .kv("smoother_lambda_max", l.smoother_lambda_max).end_object();
+      j.end_array();
+    }
+    j.end_object();
   }
   j.begin_array("phases");
   for (const auto& p : r.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();

@@ -16,6 +16,7 @@ struct SolveReport {
   double rtol = 0, atol = 0;
   double copy_bandwidth_gbs = 0;  // when measured
   std::vector<Phase> phases;
+  PreconditionerReport preconditioner;  // kind none: no preconditioner
   SolveResult result;
   std::string checksum;  // --deterministic
   double verify_relative_residual = -1;

@@ -90,6 +90,19 @@ class AutoOperator final : public LinearOperator {
     expected_k_ = std::max(1, o.expected_k);
     // Lanes over entries wins on long or skewed rows at small k and loses on short regular ones: timed.
     if (spmv.front() != "dia" && expected_k_ <= 16) spmm.push_back("spmm-vector");
+    if (o.device_layouts_only) {
+      const std::vector<std::string> device_built = {"dia", "csr-vector", "csr-scalar", "spmm-dia-runs", "spmm-dia",
+                                                     "spmm-cwm", "spmm-crc"};
+      auto keep = [&](std::vector<std::string>& list) {
+        list.erase(std::remove_if(list.begin(), list.end(), [&](const std::string& n) {
+                     return std::find(device_built.begin(), device_built.end(), n) == device_built.end();
+                   }), list.end());
+      };
+      keep(spmv), keep(spmm);
+      if (spmv.empty()) spmv = {"csr-vector"};
+      if (spmm.empty()) spmm = {"spmm-cwm"};
+      why += "; layouts built on the device only";
+    }
     const auto t0 = std::chrono::steady_clock::now();
     spmv_ = pick(spmv, a, o, 1, why, o.autotune);
     if (expected_k_ > 1) {
@@ -102,7 +115,7 @@ class AutoOperator final : public LinearOperator {
                          spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
     info_.reason = why;
     // Small systems: the persistent (one-launch) CG's layout, on the setup's shared CSR.
-    persistent_ = PersistentCgMatrix::make(a);
+    if (!o.device_layouts_only) persistent_ = PersistentCgMatrix::make(a);
     if (persistent_) info_.device_bytes += persistent_->device_bytes();
     if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
   }

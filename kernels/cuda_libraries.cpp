@@ -157,6 +157,57 @@ SPCG_HIDDEN cusparseStatus_t cusparseSpMM(cusparseHandle_t handle, cusparseOpera
   SPCG_FORWARD(cusparse_library, cusparseSpMM)(handle, op_a, op_b, alpha, a, b, beta, c, compute, alg, buffer);
 }
 
+// SpGEMM (the AMG setup's Galerkin products)
+SPCG_HIDDEN cusparseStatus_t cusparseSpGEMM_createDescr(cusparseSpGEMMDescr_t* descr) {
+  SPCG_FORWARD(cusparse_library, cusparseSpGEMM_createDescr)(descr);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseSpGEMM_destroyDescr(cusparseSpGEMMDescr_t descr) {
+  SPCG_FORWARD(cusparse_library, cusparseSpGEMM_destroyDescr)(descr);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseSpGEMM_workEstimation(cusparseHandle_t handle, cusparseOperation_t op_a,
+                                                           cusparseOperation_t op_b, const void* alpha,
+                                                           cusparseConstSpMatDescr_t a, cusparseConstSpMatDescr_t b,
+                                                           const void* beta, cusparseSpMatDescr_t c,
+                                                           cudaDataType compute, cusparseSpGEMMAlg_t alg,
+                                                           cusparseSpGEMMDescr_t descr, size_t* bytes, void* buffer) {
+  SPCG_FORWARD(cusparse_library, cusparseSpGEMM_workEstimation)(handle, op_a, op_b, alpha, a, b, beta, c, compute, alg,
+                                                                descr, bytes, buffer);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseSpGEMM_compute(cusparseHandle_t handle, cusparseOperation_t op_a,
+                                                    cusparseOperation_t op_b, const void* alpha,
+                                                    cusparseConstSpMatDescr_t a, cusparseConstSpMatDescr_t b,
+                                                    const void* beta, cusparseSpMatDescr_t c, cudaDataType compute,
+                                                    cusparseSpGEMMAlg_t alg, cusparseSpGEMMDescr_t descr, size_t* bytes,
+                                                    void* buffer) {
+  SPCG_FORWARD(cusparse_library, cusparseSpGEMM_compute)(handle, op_a, op_b, alpha, a, b, beta, c, compute, alg, descr,
+                                                         bytes, buffer);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseSpGEMM_copy(cusparseHandle_t handle, cusparseOperation_t op_a,
+                                                 cusparseOperation_t op_b, const void* alpha,
+                                                 cusparseConstSpMatDescr_t a, cusparseConstSpMatDescr_t b,
+                                                 const void* beta, cusparseSpMatDescr_t c, cudaDataType compute,
+                                                 cusparseSpGEMMAlg_t alg, cusparseSpGEMMDescr_t descr) {
+  SPCG_FORWARD(cusparse_library, cusparseSpGEMM_copy)(handle, op_a, op_b, alpha, a, b, beta, c, compute, alg, descr);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseSpGEMM_estimateMemory(cusparseHandle_t handle, cusparseOperation_t op_a,
+                                                           cusparseOperation_t op_b, const void* alpha,
+                                                           cusparseConstSpMatDescr_t a, cusparseConstSpMatDescr_t b,
+                                                           const void* beta, cusparseSpMatDescr_t c,
+                                                           cudaDataType compute, cusparseSpGEMMAlg_t alg,
+                                                           cusparseSpGEMMDescr_t descr, float chunk_fraction,
+                                                           size_t* bytes3, void* buffer3, size_t* bytes2) {
+  SPCG_FORWARD(cusparse_library, cusparseSpGEMM_estimateMemory)(handle, op_a, op_b, alpha, a, b, beta, c, compute, alg,
+                                                                descr, chunk_fraction, bytes3, buffer3, bytes2);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseSpMatGetSize(cusparseConstSpMatDescr_t mat, int64_t* rows, int64_t* cols,
+                                                  int64_t* nnz) {
+  SPCG_FORWARD(cusparse_library, cusparseSpMatGetSize)(mat, rows, cols, nnz);
+}
+SPCG_HIDDEN cusparseStatus_t cusparseCsrSetPointers(cusparseSpMatDescr_t mat, void* row_offsets, void* col_ind,
+                                                    void* values) {
+  SPCG_FORWARD(cusparse_library, cusparseCsrSetPointers)(mat, row_offsets, col_ind, values);
+}
+
 // ---- cuBLAS ----
 SPCG_HIDDEN cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   SPCG_FORWARD(cublas_library, cublasCreate_v2)(handle);

@@ -27,6 +27,10 @@ struct OperatorOptions {
   bool deterministic = false;  // atomic-free, fixed-order reductions (all of ours are; cuSPARSE ALG1 may not be)
   bool autotune = true;        // auto: time the short-listed candidates once at setup
   int expected_k = 1;          // auto: the block width the solver will use
+  // auto: only kernels whose layout is built on the device from the shared CSR (DIA, CSR, the CSR SpMMs), and
+  // no persistent-CG layout: for matrices made on the device (AMG's levels), where a host-built layout
+  // (SELL, row blocks) would first download the matrix.
+  bool device_layouts_only = false;
 };
 
 // Device buffers for a fused dot product written by a kernel's epilogue: per-block partial sums, reduced in

@@ -16,7 +16,7 @@ summary=()
 export SPCG_SOURCE_DIR="$(pwd)" SPCG_BINARY="$(pwd)/build/apps/spcg"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/device.txt" 2>&1 || true
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  for t in matrix_market sparse cli kernels solvers api; do
+  for t in matrix_market sparse cli kernels solvers api precond; do
     build/tests/test_$t --gtest_brief=1 > "$out/test_$t.log" 2>&1
     rc=$?
     summary+=("test_$t: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/test_$t.log" | tr '\n' ' ')")
@@ -31,6 +31,10 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     --gtest_filter='*ZeroRight*:*MaxIter*:*RankDeficient*:*Jacobi*:*Persistent*:*WideBlocks*:*Stalls*:*IllConditioned*:*NearlyDependent*:*SmallDense*' > "$out/memcheck_solvers.log" 2>&1
   rc=$?
   summary+=("memcheck test_solvers: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_solvers.log" | tail -1)")
+  compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_precond --gtest_brief=1 \
+    --gtest_filter='*Aggregates*:*Galerkin*:*Coarsest*:*Chebyshev*:*BlockJacobi*:*Planted*' > "$out/memcheck_precond.log" 2>&1
+  rc=$?
+  summary+=("memcheck test_precond: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_precond.log" | tail -1)")
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   md="$SPCG_MATRIX_DIR/spd"

@@ -235,12 +235,14 @@ struct BlockCgTuning {
 // recurrence in the file's header comment, and run() is its loop.
 class BlockCg {
  public:
-  BlockCg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
-      : A_(A), dinv_(dinv), B_(B), X_(X), o_(o), frame_("block-cg", B, o), s_(frame_.stream()), mon_(frame_.monitor()),
+  BlockCg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
+      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), frame_("block-cg", B, o), s_(frame_.stream()), mon_(frame_.monitor()),
         timer_(frame_.timer()), res_(frame_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_),
         R_(n_, k_, "block-cg R"), V_(n_, k_, "block-cg V"), W1_(n_, k_, "block-cg W"), W2_(n_, k_, "block-cg W'"),
         W_(W1_.data()), spare_(W2_.data()), norms_(k_, "block-cg norms"), ws_(reduction_blocks(n_ * k_), 2 * k_),
-        dependent_at_start_(k_, false) {
+        dependent_at_start_(k_, false), ZR_(general_ ? n_ : 0, k_, "block-cg M^-1 R"), ZV_(general_ ? n_ : 0, k_, "block-cg M^-1 V"),
+        zr_norms_(general_ ? k_ : 0, "block-cg M^-1 R norms") {
+    if (general_) general_->reserve(k_);
     frame_.start_clock();  // the dense steps' buffers (page-locked read-back included) are allocated outside the solve time
   }
 
@@ -284,6 +286,8 @@ class BlockCg {
     CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms_.data(), k_ * sizeof(double), cudaMemcpyDeviceToHost, s_));
     CHECK_CUDA(cudaStreamSynchronize(s_));
     observe(rr);
+    if (general_)  // Z = M^-1 R, kept up to date by Z -= (M^-1 V) Ta as R is by R -= V Ta
+      timer_.run("precond", general_->bytes_per_apply(k_), [&] { general_->apply(R_.data(), ZR_.data(), k_, s_); });
     const std::vector<int> act = active_columns();
     if (!act.empty()) {
       form_w(act, Small(0, static_cast<int>(act.size())));  // W = M^-1 R(:, act)
@@ -301,7 +305,9 @@ class BlockCg {
     for (;;) {
       timer_.run("spmm", A_.bytes_per_apply(m_), [&] { A_.apply(1.0, W_, 0.0, V_.data(), m_, s_); });  // V = A W
       ++res_.operator_applies, res_.operator_columns += m_;
-      const GramInputs gin{W_, m_, V_.data(), m_, dinv_, V_.data(), m_, R_.data(), k_};
+      if (general_)  // M^-1 V for the Gram pass (Jacobi scales V's rows inside it instead)
+        timer_.run("precond", general_->bytes_per_apply(m_), [&] { general_->apply(V_.data(), ZV_.data(), m_, s_); });
+      const GramInputs gin{W_, m_, general_ ? ZV_.data() : V_.data(), m_, dinv_, V_.data(), m_, R_.data(), k_};
       timer_.run("gram", 8.0 * n_ * (2 * m_ + k_ + (dinv_ ? 1 : 0)), [&] { G_ = dense_.gram(gin); });
       Small WtAW = sub(G_, 0, 0, m_, m_);
       for (int i = 0; i < m_; ++i)
@@ -369,7 +375,7 @@ class BlockCg {
   // X += W Ta; R -= V Ta; the new norms; W = Z(:, running) + W Tbeta(:, running). False when the solve ended
   // here (every column done, or the block stalled and went on as multi-cg).
   bool advance(const Small& Ta, const Small& Tbeta) {
-    if (dense_.fuses(m_, k_)) {
+    if (dense_.fuses(m_, k_) && !general_) {
       // One pass: X += W Ta, R -= V Ta, ||R(:, j)||^2, and the next W for the columns running now. A column
       // that converges in this step leaves W one step later (its alpha column is zeroed meanwhile): the search
       // block is formed before the new norms are known.
@@ -397,6 +403,10 @@ class BlockCg {
       rr = dense_.update_xr(nullptr, R_.data(), k_, nullptr, V_.data(), m_, owed_Ta_, norms_, ws_);
     });
     x_owed_ = true;
+    if (general_)  // M^-1 R -= (M^-1 V) Ta
+      timer_.run("update-z", 8.0 * n_ * (m_ + 2 * k_), [&] {
+        dense_.update_xr(nullptr, ZR_.data(), k_, nullptr, ZV_.data(), m_, owed_Ta_, zr_norms_, ws_);
+      });
     ++it_;
     observe(rr);
     if (mon_.all_done()) return false;
@@ -443,7 +453,8 @@ class BlockCg {
     const bool with_x = x_owed_ && Tb.rows == m_ && m_ > 0;
     if (x_owed_ && !with_x) pay_x();
     timer_.run("combine", 8.0 * n_ * (Tb.rows + 2 * m_new + (dinv_ ? 1 : 0) + (with_x ? 2 * k_ : 0)), [&] {
-      dense_.combine(spare_, m_new, W_, Tb.rows, Tb, R_.data(), k_, act, dinv_, with_x ? X_.data() : nullptr, k_,
+      dense_.combine(spare_, m_new, W_, Tb.rows, Tb, general_ ? ZR_.data() : R_.data(), k_, act, dinv_,
+                     with_x ? X_.data() : nullptr, k_,
                      with_x ? &owed_Ta_ : nullptr);
     });
     x_owed_ = false;
@@ -500,7 +511,7 @@ class BlockCg {
     SolveOptions so = o_;
     so.stop.max_iterations = std::max(0, o_.stop.max_iterations - it_);
     so.keep_history = false;
-    const SolveResult sub = solve_multi_cg(A_, dinv_, Bs, Xs, so);
+    const SolveResult sub = solve_multi_cg(A_, M_, Bs, Xs, so);
     for (int c = 0; c < a; ++c) copy_column(X_.data(), k_, cols[c], Xs.data(), a, c);
     CHECK_CUDA(cudaStreamSynchronize(s_));
     for (int c = 0; c < a; ++c) {
@@ -514,7 +525,9 @@ class BlockCg {
   }
 
   const LinearOperator& A_;
-  const double* dinv_;
+  const PreconditionerOp* M_;         // the preconditioner (null: none)
+  const double* dinv_;                // Jacobi's diagonal: scaled inside the dense passes
+  const PreconditionerOp* general_;   // any other M: applied to V and R, kept as ZV_ and ZR_
   const DeviceBlock& B_;
   DeviceBlock& X_;
   const SolveOptions& o_;
@@ -541,13 +554,15 @@ class BlockCg {
   double best_worst_ = std::numeric_limits<double>::infinity();
   int best_at_ = 0;
   std::vector<bool> dependent_at_start_;  // dropped by the first Cholesky: deflated, not lost
+  DeviceBlock ZR_, ZV_;                   // general M: M^-1 R and M^-1 V
+  DeviceArray<double> zr_norms_;
 };
 
 }  // namespace
 
-SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+SolveResult solve_block_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                            const SolveOptions& o) {
-  return BlockCg(A, dinv, B, X, o).run();
+  return BlockCg(A, M, B, X, o).run();
 }
 
 }  // namespace spcg

@@ -19,6 +19,7 @@ ColumnStatus from_device_status(int status) {
     case kMaxIterations: return ColumnStatus::max_iterations;
     case kBreakdown: return ColumnStatus::breakdown;
     case kNonFinite: return ColumnStatus::non_finite;
+    case kPrecondNotPositive: return ColumnStatus::precond_not_positive;
     default: return ColumnStatus::running;
   }
 }
@@ -85,9 +86,11 @@ void cg_persistent(const PersistentCgView& view, const double* dinv, const doubl
 }
 
 // One right-hand side; b and x are contiguous n-vectors on the device.
-void cg_single(const LinearOperator& A, const double* dinv, const double* b, double* x, const SolveOptions& o,
+void cg_single(const LinearOperator& A, const PreconditionerOp* M, const double* b, double* x, const SolveOptions& o,
                cudaStream_t s, KernelTimer& timer, Monitor& mon, int column, SolveResult& res) {
   const int64_t n = A.rows();
+  const double* dinv = M ? M->inverse_diagonal() : nullptr;
+  if (M && !dinv && o.vector_ops == VectorOps::fused) return pcg_general(A, *M, b, x, 1, o, s, timer, mon, column, res);
   if (o.vector_ops == VectorOps::fused && o.persistent != Switch::off) {
     const PersistentCgMatrix* small = A.persistent_cg_matrix();
     const PersistentCgView view = small ? small->view() : PersistentCgView{};
@@ -97,8 +100,8 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
                        std::to_string(PersistentCgLimits::max_rows) + ")");
   }
   const double spmv_bytes = A.bytes_per_apply(1);
-  DeviceArray<double> r(n, "CG residual"), p(n, "CG direction"), q(n, "CG A*p"), z(dinv ? n : 0, "CG z");
-  double* zr = dinv ? z.data() : r.data();  // z = r without a preconditioner
+  DeviceArray<double> r(n, "CG residual"), p(n, "CG direction"), q(n, "CG A*p"), z(M ? n : 0, "CG z");
+  double* zr = M ? z.data() : r.data();  // z = r without a preconditioner
   const double update_bytes = (dinv ? 64.0 : 48.0) * n;
 
   // r = b - A x
@@ -115,9 +118,15 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
       timer.run(name, 16.0 * n, [&] { d = thrust_dot(u, v, n, s); });
       return d;
     };
-    if (dinv) timer.run("precond", 24.0 * n, [&] { thrust_mul(dinv, r.data(), z.data(), n, s); });
+    // z = M^-1 r: Jacobi as one Thrust transform (the reference), any other M through its apply
+    auto precondition = [&] {
+      if (dinv) timer.run("precond", 24.0 * n, [&] { thrust_mul(dinv, r.data(), z.data(), n, s); });
+      else if (M) timer.run("precond", M->bytes_per_apply(1), [&] { M->apply(r.data(), z.data(), 1, s); });
+    };
+    if (M) M->reserve(1);
+    precondition();
     timer.run("copy", 16.0 * n, [&] { thrust_copy(zr, p.data(), n, s); });
-    double rz = dot("dot", r.data(), zr), rr = dinv ? dot("dot", r.data(), r.data()) : rz;
+    double rz = dot("dot", r.data(), zr), rr = M ? dot("dot", r.data(), r.data()) : rz;
     int it = 0;
     if (mon.observe(column, it, std::sqrt(rr))) return;
     while (true) {
@@ -131,11 +140,15 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
       const double alpha = rz / pq;                                       // alpha = r'z / p'Ap
       timer.run("axpy", 24.0 * n, [&] { thrust_axpy(alpha, p.data(), x, n, s); });          // x += alpha p
       timer.run("axpy", 24.0 * n, [&] { thrust_axpy(-alpha, q.data(), r.data(), n, s); });  // r -= alpha A p
-      if (dinv) timer.run("precond", 24.0 * n, [&] { thrust_mul(dinv, r.data(), z.data(), n, s); });  // z = M^-1 r
+      precondition();                                                     // z = M^-1 r
       const double rz_new = dot("dot", r.data(), zr);
-      rr = dinv ? dot("dot", r.data(), r.data()) : rz_new;
+      rr = M ? dot("dot", r.data(), r.data()) : rz_new;
       ++it;
       if (mon.observe(column, it, std::sqrt(rr))) return;
+      if (M && !(rz_new > 0)) {  // r'M^-1 r <= 0 with r != 0: M is not positive definite
+        mon.finish(column, std::isfinite(rz_new) ? ColumnStatus::precond_not_positive : ColumnStatus::non_finite, it);
+        return;
+      }
       timer.run("xpby", 24.0 * n, [&] { thrust_xpby(zr, rz_new / rz, p.data(), n, s); });  // p = z + beta p
       rz = rz_new;
     }
@@ -193,7 +206,7 @@ void cg_single(const LinearOperator& A, const double* dinv, const double* b, dou
 
 }  // namespace
 
-SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+SolveResult solve_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                      const SolveOptions& o) {
   SolveFrame frame("cg", B, o);
   const cudaStream_t stream = frame.stream();
@@ -206,7 +219,7 @@ SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBl
   for (int j = 0; j < k; ++j) {
     NvtxRange range("cg-column");
     if (k == 1) {
-      cg_single(A, dinv, B.data(), X.data(), o, stream, timer, mon, 0, res);
+      cg_single(A, M, B.data(), X.data(), o, stream, timer, mon, 0, res);
       continue;
     }
     // Columns of the row-major blocks are strided: gather, solve, scatter.
@@ -214,7 +227,7 @@ SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBl
                                  cudaMemcpyDeviceToDevice, stream));
     CHECK_CUDA(cudaMemcpy2DAsync(xcol.data(), sizeof(double), X.data() + j, k * sizeof(double), sizeof(double), n,
                                  cudaMemcpyDeviceToDevice, stream));
-    cg_single(A, dinv, bcol.data(), xcol.data(), o, stream, timer, mon, j, res);
+    cg_single(A, M, bcol.data(), xcol.data(), o, stream, timer, mon, j, res);
     CHECK_CUDA(cudaMemcpy2DAsync(X.data() + j, k * sizeof(double), xcol.data(), sizeof(double), sizeof(double), n,
                                  cudaMemcpyDeviceToDevice, stream));
   }

@@ -14,6 +14,7 @@ const char* to_string(ColumnStatus s) {
     case ColumnStatus::max_iterations: return "max-iterations";
     case ColumnStatus::breakdown: return "breakdown";
     case ColumnStatus::non_finite: return "non-finite";
+    case ColumnStatus::precond_not_positive: return "preconditioner-not-positive";
   }
   return "?";
 }

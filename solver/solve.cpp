@@ -47,13 +47,13 @@ SolveResult SolveFrame::finish() {
   return std::move(result_);
 }
 
-SolveResult solve(SolverKind solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
+SolveResult solve(SolverKind solver, const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B,
                   DeviceBlock& X, const SolveOptions& o) {
   SolveResult r;
   switch (solver) {
-    case SolverKind::cg: r = solve_cg(A, dinv, B, X, o); break;
-    case SolverKind::multi_cg: r = solve_multi_cg(A, dinv, B, X, o); break;
-    case SolverKind::block_cg: r = solve_block_cg(A, dinv, B, X, o); break;
+    case SolverKind::cg: r = solve_cg(A, M, B, X, o); break;
+    case SolverKind::multi_cg: r = solve_multi_cg(A, M, B, X, o); break;
+    case SolverKind::block_cg: r = solve_block_cg(A, M, B, X, o); break;
   }
   const std::vector<double> t = true_residual_norms(A, B, X);
   for (size_t j = 0; j < r.columns.size(); ++j) r.columns[j].true_residual = t[j];

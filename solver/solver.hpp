@@ -12,6 +12,7 @@
 #include "kernel_timer.hpp"
 #include "linear_operator.hpp"
 #include "monitor.hpp"
+#include "preconditioner.hpp"
 #include "spcg/solve_types.hpp"
 
 namespace spcg {
@@ -19,19 +20,25 @@ namespace spcg {
 // Inverse diagonal for Jacobi; throws InputError naming the first zero or negative diagonal entry.
 std::vector<double> jacobi_inverse_diagonal(const CsrMatrix& a);
 
-// X holds the initial guess on entry and the solution on exit (n x k, row-major). dinv: device inverse
-// diagonal (nullptr without a preconditioner). B must be finite (checked by the caller). Each solver runs on a
+// X holds the initial guess on entry and the solution on exit (n x k, row-major). M: the preconditioner
+// (nullptr: none); Jacobi's inverse diagonal goes into the fused kernels, any other M is applied between them. B must be finite (checked by the caller). Each solver runs on a
 // stream of its own (SolveFrame): B and X must be complete when it is called (a synchronous copy, or the
 // caller's stream synchronised), and X is complete when it returns.
-SolveResult solve_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+SolveResult solve_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                      const SolveOptions& o);
-SolveResult solve_multi_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                            const SolveOptions& o);
-SolveResult solve_block_cg(const LinearOperator& A, const double* dinv, const DeviceBlock& B, DeviceBlock& X,
+SolveResult solve_block_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                            const SolveOptions& o);
 // One of the three, then the true residual ||b_j - A x_j|| of every column.
-SolveResult solve(SolverKind solver, const LinearOperator& A, const double* dinv, const DeviceBlock& B,
+SolveResult solve(SolverKind solver, const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B,
                   DeviceBlock& X, const SolveOptions& o);
+
+// PCG with a general preconditioner on k columns at once (multi-cg's recurrences; k = 1 for cg): B and X are
+// n x k row-major, the monitor's columns first_column.. first_column + k - 1.
+void pcg_general(const LinearOperator& A, const PreconditionerOp& M, const double* B, double* X, int k,
+                 const SolveOptions& o, cudaStream_t s, KernelTimer& timer, Monitor& mon, int first_column,
+                 SolveResult& res);
 
 // What cg, multi-cg and block-cg set up alike: their own stream, the result, ||b_j||, the monitor (stopping
 // rule and per-column status) and the kernel timer; finish() is their common end.

@@ -11,6 +11,7 @@
 #include <cuda_profiler_api.h>
 
 #include "blas1.hpp"
+#include "amg.hpp"
 #include "cg_persistent.hpp"
 #include "cuda_check.hpp"
 #include "eigen_bridge.hpp"
@@ -63,13 +64,17 @@ void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
                             std::to_string(double(total_b) / (1 << 20)));
 }
 
-std::vector<double> jacobi_diagonal_for(const SolverOptions& o, const CsrMatrix& a) {
-  if (o.precond != Preconditioner::jacobi) return {};
+// The host backend (Eigen's CG) offers Jacobi only; auto resolves to it there.
+bool host_jacobi(const SolverOptions& o, const CsrMatrix& a) {
+  if (o.precond == Preconditioner::none) return false;
+  if (o.precond != Preconditioner::jacobi && o.precond != Preconditioner::automatic)
+    throw UsageError(std::string("the host backend offers --precond none or jacobi, not ") + name_of(o.precond));
   try {
-    return jacobi_inverse_diagonal(a);
+    jacobi_inverse_diagonal(a);  // the check
   } catch (const InputError& e) {
     throw InputError(o.matrix_name, 0, e.problem());
   }
+  return true;
 }
 
 void require_shape(const char* what, int32_t rows, int32_t cols, int32_t want_rows, int want_cols) {
@@ -87,18 +92,18 @@ struct Solver::Impl {
   std::unique_ptr<MatrixSetup> setup;
   MatrixStats host_stats;  // host backend
   std::unique_ptr<LinearOperator> op;
-  std::vector<double> dinv_host;
-  DeviceArray<double> dinv;
+  std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
+  bool host_jacobi = false;                   // host backend
   std::vector<Phase> phases;
 
   // The GPU setup after `setup` exists: statistics, checks, the operator, the Jacobi diagonal.
   void set_up_on_device() {
     const auto t_setup = std::chrono::steady_clock::now();
     NvtxRange range("setup");
+
     const MatrixStats& st = setup->stats();  // uploads the CSR, then one pass on the device
     check_matrix(st, options);
     check_device_memory(setup->rows(), setup->nnz(), std::max(1, options.expected_columns), options.solver);
-    if (options.precond == Preconditioner::jacobi) dinv_host = jacobi_diagonal_for(options, setup->host());
     OperatorOptions oo;
     oo.deterministic = options.iteration.deterministic;
     oo.expected_k = options.solver == SolverKind::cg ? 1 : std::max(1, options.expected_columns);
@@ -107,13 +112,21 @@ struct Solver::Impl {
     const double operator_ms = ms_since(t_op);
     if (options.iteration.deterministic && !op->deterministic())
       throw UsageError("deterministic solves: kernel '" + op->name() + "' is not deterministic (choose one of ours)");
-    dinv = DeviceArray<double>(dinv_host, "Jacobi inverse diagonal");
+    const auto t_precond = std::chrono::steady_clock::now();
+    {
+      NvtxRange precond_range("preconditioner");
+      PreconditionerInputs in{*setup, *op, oo, options.matrix_name, std::max(1, options.expected_columns),
+                              options.iteration.stop.rtol};
+      precond = make_preconditioner(options.precond, options.precond_options, in);
+    }
+    const double precond_ms = ms_since(t_precond);
     const SetupInfo& si = op->setup_info();
     const SetupTimes& shared = setup->times();
     phases = {{"upload", shared.upload_ms},
               {"statistics", shared.statistics_ms},
               {"conversion", shared.conversion_ms + si.convert_ms},
               {"analysis", std::max(0.0, operator_ms - shared.conversion_ms - si.convert_ms - si.upload_ms)},
+              {"preconditioner", precond_ms},
               {"setup (total)", ms_since(t_setup)}};
   }
 
@@ -122,7 +135,7 @@ struct Solver::Impl {
     host_stats = compute_stats(*host, options.duplicates_summed);
     phases = {{"statistics", ms_since(t0)}};
     check_matrix(host_stats, options);
-    dinv_host = jacobi_diagonal_for(options, *host);  // the Jacobi check
+    host_jacobi = ::spcg::host_jacobi(options, *host);
   }
 
   SolveOptions iteration_options() const {
@@ -140,7 +153,9 @@ struct Solver::Impl {
     if (options.profile_solves) CHECK_CUDA(cudaProfilerStart());
     {
       NvtxRange range("solve");
-      r = ::spcg::solve(options.solver, *op, dinv_host.empty() ? nullptr : dinv.data(), B, X, iteration_options());
+      // auto may have chosen none: its report stays, the solvers get no preconditioner
+      const PreconditionerOp* m = precond && precond->report().kind != Preconditioner::none ? precond.get() : nullptr;
+      r = ::spcg::solve(options.solver, *op, m, B, X, iteration_options());
     }
     if (options.profile_solves) CHECK_CUDA(cudaProfilerStop());
     r.vectors_ms = vectors_ms;
@@ -151,7 +166,7 @@ struct Solver::Impl {
   SolveResult run_on_host(const DenseBlock& b, DenseBlock& x, const DenseBlock* x0) {
     const StopRule& rule = options.iteration.stop;
     const auto t0 = std::chrono::steady_clock::now();
-    HostSolveResult h = eigen_cg(*host, b, rule.rtol, rule.max_iterations, options.precond == Preconditioner::jacobi, x0);
+    HostSolveResult h = eigen_cg(*host, b, rule.rtol, rule.max_iterations, host_jacobi, x0);
     SolveResult r;
     r.solver = "eigen-cg";
     r.solve_ms = ms_since(t0);
@@ -236,6 +251,9 @@ const std::string& Solver::kernel_reason() const {
   return impl_->op ? impl_->op->setup_info().reason : none;
 }
 const std::vector<Phase>& Solver::setup_phases() const { return impl_->phases; }
+const PreconditionerReport* Solver::preconditioner() const {
+  return impl_->precond ? &impl_->precond->report() : nullptr;
+}
 const CsrMatrix& Solver::matrix() const { return impl_->host ? *impl_->host : impl_->setup->host(); }
 
 SolveResult Solver::solve(const DenseBlock& b, DenseBlock& x) {
@@ -297,6 +315,11 @@ SolveResult Solver::solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, con
   x.data = X.values.download<HostVector<double>>();
   return r;
 }
+
+PreconditionerLibraries::PreconditionerLibraries(Preconditioner precond) {
+  if (precond == Preconditioner::amg) amg_ = std::make_unique<AmgLibraryPreload>();
+}
+PreconditionerLibraries::~PreconditionerLibraries() = default;
 
 int32_t persistent_cg_max_rows() { return PersistentCgLimits::max_rows; }
 

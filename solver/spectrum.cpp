@@ -15,18 +15,22 @@
 namespace spcg {
 
 SpectrumEstimate estimate_spectrum(const LinearOperator& A, const std::vector<double>& dinv, int steps, uint64_t seed) {
-  if (A.rows() != A.cols()) throw Error("estimate_spectrum: the operator is not square");
   if (!dinv.empty() && static_cast<int64_t>(dinv.size()) != A.rows())
     throw Error("estimate_spectrum: the inverse diagonal has the wrong length");
+  const DeviceArray<double> device(dinv, "Lanczos D^-1");
+  return estimate_spectrum(A, dinv.empty() ? nullptr : device.data(), steps, seed, 0);
+}
+
+SpectrumEstimate estimate_spectrum(const LinearOperator& A, const double* dinv, int steps, uint64_t seed,
+                                   cudaStream_t s) {
+  if (A.rows() != A.cols()) throw Error("estimate_spectrum: the operator is not square");
   SpectrumEstimate est;
   const int64_t n = A.rows();
   if (n == 0 || steps <= 0) return est;
   steps = static_cast<int>(std::min<int64_t>(steps, n));
-  const cudaStream_t s = 0;
-  std::vector<double> root(dinv.size());
-  for (size_t i = 0; i < dinv.size(); ++i) root[i] = std::sqrt(dinv[i]);
-  DeviceArray<double> d_root(root, "Lanczos D^-1/2"), u(n, "Lanczos u"), u_prev(n, "Lanczos u_prev"), w(n, "Lanczos w"),
-      t(dinv.empty() ? 0 : n, "Lanczos D^-1/2 u");
+  DeviceArray<double> d_root(dinv ? n : 0, "Lanczos D^-1/2"), u(n, "Lanczos u"), u_prev(n, "Lanczos u_prev"),
+      w(n, "Lanczos w"), t(dinv ? n : 0, "Lanczos D^-1/2 u");
+  if (dinv) thrust_sqrt(dinv, d_root.data(), n, s);
   // u_1: random, unit norm
   launch_fill_splitmix_uniform(seed, u.data(), static_cast<size_t>(n), s);
   const double start_norm = std::sqrt(thrust_dot(u.data(), u.data(), n, s));
@@ -36,7 +40,7 @@ SpectrumEstimate estimate_spectrum(const LinearOperator& A, const std::vector<do
   double beta_prev = 0;
   for (int j = 0; j < steps; ++j) {
     // w = S u_j = D^-1/2 A D^-1/2 u_j
-    if (dinv.empty()) {
+    if (!dinv) {
       A.apply(1.0, u.data(), 0.0, w.data(), 1, s);
     } else {
       thrust_mul(d_root.data(), u.data(), t.data(), n, s);

@@ -22,5 +22,8 @@ struct SpectrumEstimate {
 // symmetric; an indefinite A shows as lambda_min <= 0.
 SpectrumEstimate estimate_spectrum(const LinearOperator& A, const std::vector<double>& dinv, int steps,
                                    uint64_t seed = 1);
+// The same with the inverse diagonal on the device (nullptr: D = I), on `stream`.
+SpectrumEstimate estimate_spectrum(const LinearOperator& A, const double* dinv_device, int steps, uint64_t seed,
+                                   cudaStream_t stream);
 
 }  // namespace spcg

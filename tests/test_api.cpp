@@ -34,7 +34,9 @@ TEST(Options, EveryNameParsesBackToItsValue) {
   expect_names_round_trip<KernelTiming>();
   expect_names_round_trip<Backend>();
   EXPECT_EQ(option_names<SolverKind>(), "cg, multi-cg or block-cg");
-  EXPECT_EQ(option_names<Preconditioner>(), "none or jacobi");
+  expect_names_round_trip<AmgProlongator>();
+  expect_names_round_trip<AmgSmoother>();
+  EXPECT_EQ(option_names<Preconditioner>(), "none, jacobi, block-jacobi, chebyshev, amg or auto");
 }
 
 // Every column converged (or deflated: block CG dropped its direction as dependent on the others', and it

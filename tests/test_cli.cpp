@@ -170,3 +170,26 @@ TEST(Cli, HugeHeaderIsRefusedWithTheBytesNeeded) {
   expect("info " + path, 1, "huge.mtx:2: a 2000000000 x 2000000000 matrix with 1 entries needs about");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
 }
+
+// The preconditioner in the report: AMG's level table and phases (text and JSON), auto's reason; bad options
+// and the host backend's refusal are usage errors.
+TEST(Cli, PreconditionerReportAndOptions) {
+  expect("solve --generate poisson2d:8 --precond ilu", 2, "--precond");
+  expect("solve --generate poisson2d:8 --precond amg --amg-smoother gauss", 2, "--amg-smoother");
+  expect("solve --backend host --generate poisson2d:8 --precond amg", 2, "host backend offers --precond none or jacobi");
+  std::string why;
+  if (!spcg::test::gpu_available(&why)) GTEST_SKIP() << why;
+  const std::string report = tmp("amg.json");
+  const Outcome o = run("solve --generate poisson2d:60 --precond amg --amg-coarse-rows 100 --report-file " + report);
+  ASSERT_EQ(o.code, 0) << o.output;
+  for (const char* text : {"precond     amg: ", "level        rows", "operator complexity", "galerkin", "status: converged"})
+    EXPECT_NE(o.output.find(text), std::string::npos) << text << "\n" << o.output;
+  std::ifstream f(report);
+  const std::string json((std::istreambuf_iterator<char>(f)), {});
+  for (const char* key : {"\"preconditioner\":", "\"kind\":\"amg\"", "\"levels\":", "\"operator_complexity\"", "\"setup_ms\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
+  expect("solve --generate poisson2d:60 --precond auto", 0, "auto: constant diagonal");
+  expect("solve --precond auto", 0, "auto: constant diagonal");  // fv1, the default matrix
+  expect("solve --matrix " + spcg::test::input("nos6.mtx") + " --precond auto", 0, "auto: 675 rows < 100000");
+  expect("solve --precond block-jacobi --block-size 9", 2, "--block-size must be");
+}

@@ -43,10 +43,9 @@ class GpuSolver : public ::testing::Test {
     DeviceBlock B(b.rows, b.cols), X(b.rows, b.cols);
     B.values.upload(b.data);
     X.values.upload(x0 ? x0->data : HostVector<double>(b.data.size(), 0.0));
-    std::vector<double> dinv_h = jacobi ? jacobi_inverse_diagonal(a) : std::vector<double>{};
-    DeviceArray<double> dinv(dinv_h);
+    const std::unique_ptr<PreconditionerOp> m = jacobi ? make_jacobi(jacobi_inverse_diagonal(a)) : nullptr;
     Run r;
-    r.result = solve(parse_option<SolverKind>(solver).value(), *op, jacobi ? dinv.data() : nullptr, B, X, o);
+    r.result = solve(parse_option<SolverKind>(solver).value(), *op, m.get(), B, X, o);
     r.x = DenseBlock(b.rows, b.cols);
     r.x.data = X.values.download<HostVector<double>>();
     return r;

@@ -28,6 +28,9 @@ void thrust_mul(const double* d, const double* x, double* y, int64_t n, cudaStre
   thrust::transform(thrust::cuda::par_nosync.on(s), dp(d), dp(d) + n, dp(x), dp(y),
                     [] __device__(double di, double xi) { return di * xi; });
 }
+void thrust_sqrt(const double* x, double* y, int64_t n, cudaStream_t s) {
+  thrust::transform(thrust::cuda::par_nosync.on(s), dp(x), dp(x) + n, dp(y), [] __device__(double xi) { return sqrt(xi); });
+}
 void thrust_copy(const double* x, double* y, int64_t n, cudaStream_t s) {
   thrust::copy(thrust::cuda::par_nosync.on(s), dp(x), dp(x) + n, dp(y));
 }

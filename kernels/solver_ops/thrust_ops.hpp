@@ -10,5 +10,6 @@ double thrust_dot(const double* a, const double* b, int64_t n, cudaStream_t s);
 void thrust_axpy(double a, const double* x, double* y, int64_t n, cudaStream_t s);   // y += a x
 void thrust_xpby(const double* x, double b, double* y, int64_t n, cudaStream_t s);   // y = x + b y
 void thrust_mul(const double* d, const double* x, double* y, int64_t n, cudaStream_t s);  // y = d .* x
+void thrust_sqrt(const double* x, double* y, int64_t n, cudaStream_t s);        // y = sqrt(x)
 void thrust_copy(const double* x, double* y, int64_t n, cudaStream_t s);
 }  // namespace spcg

@@ -112,7 +112,7 @@ __global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const d
 
 __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* __restrict__ r, const double* __restrict__ p,
                                     const double* __restrict__ q, const double* __restrict__ dinv, double* __restrict__ z,
-                                    CgScalars* s, double* partials, unsigned* counter) {
+                                    CgScalars* s, double* partials, unsigned* counter, bool keep_rz) {
   if (*(volatile int*)&s->done) return;
   const double pq = s->pq, rz = s->rz;
   const double alpha = rz / pq;
@@ -139,11 +139,33 @@ __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* _
       });
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
-    s->beta = out[1] / rz;
-    s->rz = out[1];
+    if (!keep_rz) {  // keep_rz: z = M^-1 r comes later (launch_pcg_rz)
+      s->beta = out[1] / rz;
+      s->rz = out[1];
+    }
     s->rr = out[0];
     s->iteration += 1;
     set_status(s, out[0]);
+  }
+}
+
+// r.z for one recurrence, then beta = rz_new / rz (or the status when r'M^-1 r <= 0).
+__global__ void pcg_rz1_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
+                               double* partials, unsigned* counter) {
+  if (*(volatile int*)&s->done) return;
+  constexpr int U = VectorTuning::unroll;
+  double v[1] = {0}, rv[U], zv[U];
+  unrolled_grid_loop<U>(n, [&](int64_t i, int u) { rv[u] = r[i], zv[u] = z[i]; },
+                        [&](int64_t, int u) { v[0] += rv[u] * zv[u]; });
+  double out[1];
+  if (multi_epilogue<1>(partials, counter, v, out) && threadIdx.x == 0) {
+    if (!(out[0] > 0)) {  // r' M^-1 r <= 0 for r != 0: M is not positive definite
+      s->status = isfinite(out[0]) ? kPrecondNotPositive : kNonFinite;
+      s->done = 1;
+      return;
+    }
+    s->beta = out[0] / s->rz;
+    s->rz = out[0];
   }
 }
 
@@ -273,7 +295,7 @@ __global__ void multi_cg_pq_kernel(int64_t n, int k, const double* __restrict__ 
 __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__ x, double* __restrict__ r,
                                           const double* __restrict__ p, const double* __restrict__ q,
                                           const double* __restrict__ dinv, double* __restrict__ z, CgScalars* s,
-                                          double* partials, unsigned* counter) {
+                                          double* partials, unsigned* counter, bool keep_rz) {
   extern __shared__ double smem[];
   __shared__ double alpha[VectorTuning::max_width];
   __shared__ int active[VectorTuning::max_width];
@@ -308,8 +330,10 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
         c->status = isfinite(c->pq) ? kBreakdown : kNonFinite;
         c->done = 1;
       } else {
-        c->beta = red[k + threadIdx.x] / c->rz;
-        c->rz = red[k + threadIdx.x];
+        if (!keep_rz) {  // keep_rz: z = M^-1 r comes later (launch_pcg_rz)
+          c->beta = red[k + threadIdx.x] / c->rz;
+          c->rz = red[k + threadIdx.x];
+        }
         c->rr = red[threadIdx.x];
         c->iteration += 1;
         set_status(c, c->rr);
@@ -317,6 +341,55 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
     }
   }
   if (threadIdx.x == 0) *counter = 0;
+}
+
+__global__ void pcg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ z,
+                                 double* __restrict__ p, CgScalars* s, double* partials, unsigned* counter) {
+  extern __shared__ double smem[];
+  __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double vrr = 0, vrz = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const double ri = r[t], zi = z[t];
+    p[t] = zi;
+    vrr += ri * ri;
+    vrz += ri * zi;
+  }
+  if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
+  if (threadIdx.x < k) {
+    CgScalars* c = s + threadIdx.x;
+    c->rr = red[threadIdx.x];
+    c->rz = red[k + threadIdx.x];
+    c->iteration = 0;
+    c->status = kRunning;
+    set_status(c, c->rr);
+    if (!c->done && !(c->rz > 0)) {
+      c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
+      c->done = 1;
+    }
+  }
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+__global__ void pcg_rz_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
+                              double* partials, unsigned* counter) {
+  extern __shared__ double smem[];
+  __shared__ double out[VectorTuning::max_width];
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double v = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += r[t] * z[t];
+  smem[threadIdx.x] = v;
+  if (!column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) || threadIdx.x >= k) return;
+  CgScalars* c = s + threadIdx.x;
+  if (c->done) return;
+  const double rz = out[threadIdx.x];
+  if (!(rz > 0)) {  // r' M^-1 r <= 0 for r != 0: M is not positive definite
+    c->status = isfinite(rz) ? kPrecondNotPositive : kNonFinite;
+    c->done = 1;
+    return;
+  }
+  c->beta = rz / c->rz;
+  c->rz = rz;
 }
 
 __global__ void multi_cg_update_p_kernel(int64_t n, int k, double* __restrict__ p, const double* __restrict__ z,
@@ -411,7 +484,7 @@ void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const
                          CgScalars* sc, const ReductionWorkspace& ws, cudaStream_t stream) {
   const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
   cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
-      n, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+      n, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false);
   CHECK_LAUNCH("update-xr");
 }
 
@@ -449,8 +522,49 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
                                cudaStream_t stream) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
-      n, k, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+      n, k, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()),
+      false);
   CHECK_LAUNCH("multi-cg-update-xr");
+}
+
+void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
+                      const ReductionWorkspace& ws, cudaStream_t stream) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  pcg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, r, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("pcg-start");
+}
+
+void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* sc,
+                          const ReductionWorkspace& ws, cudaStream_t stream) {
+  if (k == 1) {  // the one-vector kernel: its final reduction runs on the whole last block
+    const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+    cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
+        n, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
+        const_cast<unsigned*>(ws.counter.data()), true);
+    CHECK_LAUNCH("pcg-update-xr");
+    return;
+  }
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
+      const_cast<unsigned*>(ws.counter.data()), true);
+  CHECK_LAUNCH("pcg-update-xr");
+}
+
+void launch_pcg_rz(int64_t n, int k, const double* r, const double* z, CgScalars* sc, const ReductionWorkspace& ws,
+                   cudaStream_t stream) {
+  if (k == 1) {
+    const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+    pcg_rz1_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, z, sc, const_cast<double*>(ws.partials.data()),
+                                                                 const_cast<unsigned*>(ws.counter.data()));
+    CHECK_LAUNCH("pcg-rz");
+    return;
+  }
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  pcg_rz_kernel<<<blocks, threads, threads * sizeof(double), stream>>>(
+      n, k, r, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("pcg-rz");
 }
 
 void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* sc, cudaStream_t stream) {

@@ -26,7 +26,8 @@ struct CgScalars {
   double* history = nullptr;  // rr after each iteration, when not null
   int history_capacity = 0;
 };
-enum CgStatus : int { kRunning = 0, kConverged = 1, kMaxIterations = 2, kBreakdown = 3, kNonFinite = 4 };
+// kPrecondNotPositive: r'M^-1 r <= 0 with r != 0, so M is not positive definite and CG's theory is void.
+enum CgStatus : int { kRunning = 0, kConverged = 1, kMaxIterations = 2, kBreakdown = 3, kNonFinite = 4, kPrecondNotPositive = 5 };
 
 // Reduction workspace: partials for up to `capacity` blocks (x `width` values) plus results.
 struct ReductionWorkspace {
@@ -63,6 +64,18 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
                                const double* dinv, double* z, CgScalars* s, const ReductionWorkspace& ws,
                                cudaStream_t stream);
 void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
+
+// PCG with a general preconditioner, k recurrences (k = 1: cg): the caller applies z = M^-1 r between
+// update_xr and rz, so any preconditioner (a polynomial, a V-cycle) fits between the fused steps.
+// start: p = z; rr = r.r, rz = r.z per column; a column with rz <= 0 (and rr above its tolerance) stops.
+void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* s,
+                      const ReductionWorkspace& ws, cudaStream_t stream);
+// alpha = rz / pq; x += alpha p; r -= alpha q; rr reduced; iteration += 1 and the status by rr (rz kept).
+void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* s,
+                          const ReductionWorkspace& ws, cudaStream_t stream);
+// rz_new = r.z per running column; beta = rz_new / rz, rz = rz_new; rz_new <= 0 stops the column.
+void launch_pcg_rz(int64_t n, int k, const double* r, const double* z, CgScalars* s, const ReductionWorkspace& ws,
+                   cudaStream_t stream);
 
 // out[j] = sum_i a(i, j) * b(i, j) for n x k row-major blocks (deterministic).
 void launch_column_dots(int64_t n, int k, const double* a, const double* b, const ReductionWorkspace& ws, double* out,

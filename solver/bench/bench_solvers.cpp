@@ -54,14 +54,14 @@ void bench_block_cg_files(const BenchOptions& bo, int k, double rtol, BenchOutpu
         std::printf("%-22s %8d %-7s skipped: %s\n", p.name.substr(0, 22).c_str(), a.rows, "jacobi", e.what());
         continue;
       }
-      DeviceArray<double> dinv(dinv_host);
+      const std::unique_ptr<PreconditionerOp> jacobi_m = jacobi ? make_jacobi(dinv_host) : nullptr;
       SolveOptions o;
       o.stop = {rtol, 0, bo.max_iterations};
       o.time_kernels = false;
       const char* precond = name_of(jacobi ? Preconditioner::jacobi : Preconditioner::none);
       auto run = [&](SolverKind solver) {
         X.values.upload(std::vector<double>(X.size(), 0.0));
-        return solve(solver, *op, jacobi ? dinv.data() : nullptr, B, X, o);
+        return solve(solver, *op, jacobi_m.get(), B, X, o);
       };
       SolveResult block = run(SolverKind::block_cg), multi = run(SolverKind::multi_cg);
       const SolveResult block2 = run(SolverKind::block_cg), multi2 = run(SolverKind::multi_cg);

@@ -16,7 +16,11 @@
 namespace spcg {
 
 enum class SolverKind { cg, multi_cg, block_cg };
-enum class Preconditioner { none, jacobi };
+// M^-1 for CG (solver/preconditioner.hpp): none, the inverse diagonal, inverted diagonal blocks, a Chebyshev
+// polynomial in D^-1 A, a smoothed-aggregation AMG V-cycle, or auto (chosen from the statistics, with a reason).
+enum class Preconditioner { none, jacobi, block_jacobi, chebyshev, amg, automatic };
+enum class AmgProlongator { smoothed, plain };  // one damped-Jacobi step on the tentative P, or P itself
+enum class AmgSmoother { chebyshev, l1_jacobi };
 enum class VectorOps { fused, thrust };  // fused kernels, or the Thrust reference path (cg only)
 enum class Switch { automatic, on, off };  // CUDA graph batches; the one-launch persistent CG
 enum class KernelTiming { automatic, kernels, phases };  // per-kernel events, or phases only
@@ -31,9 +35,21 @@ struct OptionNames<SolverKind> {
 };
 template <>
 struct OptionNames<Preconditioner> {
-  static constexpr std::array<std::pair<Preconditioner, const char*>, 2> list{
-      {{Preconditioner::none, "none"}, {Preconditioner::jacobi, "jacobi"}}};
+  static constexpr std::array<std::pair<Preconditioner, const char*>, 6> list{
+      {{Preconditioner::none, "none"}, {Preconditioner::jacobi, "jacobi"}, {Preconditioner::block_jacobi, "block-jacobi"},
+       {Preconditioner::chebyshev, "chebyshev"}, {Preconditioner::amg, "amg"}, {Preconditioner::automatic, "auto"}}};
 };
+template <>
+struct OptionNames<AmgProlongator> {
+  static constexpr std::array<std::pair<AmgProlongator, const char*>, 2> list{
+      {{AmgProlongator::smoothed, "smoothed"}, {AmgProlongator::plain, "plain"}}};
+};
+template <>
+struct OptionNames<AmgSmoother> {
+  static constexpr std::array<std::pair<AmgSmoother, const char*>, 2> list{
+      {{AmgSmoother::chebyshev, "chebyshev"}, {AmgSmoother::l1_jacobi, "l1-jacobi"}}};
+};
+static_assert(OptionNames<Preconditioner>::list.size() == 6);  // the array's size is spelled out above; keep them in step
 template <>
 struct OptionNames<VectorOps> {
   static constexpr std::array<std::pair<VectorOps, const char*>, 2> list{
@@ -84,8 +100,62 @@ struct StopRule {
   int max_iterations = 10000;
 };
 
-enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite };
+// breakdown: p'Ap <= 0 (A not positive definite); precond_not_positive: r'M^-1 r <= 0 (M not positive definite).
+enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite, precond_not_positive };
 const char* to_string(ColumnStatus s);
+
+// A named span of wall time (the report's phase lines).
+struct Phase {
+  std::string name;
+  double ms;
+};
+
+// The preconditioners' own options (each defined here once; the CLI's --block-size, --cheb-degree, ... set them).
+struct PreconditionerOptions {
+  int block_size = 0;             // block-jacobi: b x b diagonal blocks (0: detected from the node structure, else 1..8)
+  int chebyshev_degree = 3;       // chebyshev: the residual polynomial's degree (degree - 1 SpMVs per apply)
+  double chebyshev_ratio = 30;    // the interval [lambda_max / ratio, lambda_max] the polynomial is fitted to
+  double lambda_max_safety = 1.1; // lambda_max = safety x the Lanczos estimate (Ritz values lie below the truth)
+  int eigen_steps = 10;           // Lanczos steps of the estimate (the largest Ritz value settles first)
+  // amg
+  // strong: |a_ij| >= theta sqrt(a_ii a_jj) (Vanek, Mandel & Brezina's epsilon). 0 (every nonzero strong, as
+  // PyAMG's SA default): with 0.08 the 3D coarse levels, whose many small couplings all fall below it, barely
+  // coarsened (poisson3d:128, level 1 -> 2: 188588 -> 92925 rows; docs/perf-notes.md)
+  double strength_theta = 0;
+  AmgProlongator prolongator = AmgProlongator::smoothed;
+  AmgSmoother smoother = AmgSmoother::chebyshev;
+  // Chebyshev degree, or l1-Jacobi sweeps, before and after the coarse correction. 3: on the six SPD files
+  // where Jacobi-CG needs >= 1000 iterations, 4366 iterations in all against degree 2's 5779 (H100)
+  int smoother_degree = 3;
+  double smoother_ratio = 20;     // the Chebyshev smoother's interval [lambda_max / ratio, lambda_max] (PETSc GAMG's)
+  // stop coarsening at this many rows: a dense Cholesky (host, Eigen) solves the coarsest level; its inverse
+  // costs n^3 flops (357 rows: 23 ms on the device machine's host), so the coarsest level stays small
+  int coarse_rows = 250;
+  int max_levels = 12;
+  uint64_t seed = 0;              // the aggregation's hashed priorities
+};
+
+// One level of an AMG hierarchy, for the report.
+struct AmgLevelReport {
+  int32_t rows = 0;
+  int64_t nnz = 0;
+  std::string kernel;  // the operator's kernel on this level (auto's choice), or "dense" on the coarsest
+  double smoother_lambda_max = 0;
+};
+
+// What a preconditioner's setup did, for the report (table, JSON) and the library user.
+struct PreconditionerReport {
+  Preconditioner kind = Preconditioner::none;
+  std::string reason;                  // auto: why this one
+  std::string detail;                  // e.g. "degree 3 on [0.0667, 2.0]", "blocks 3 x 3 (detected)"
+  std::vector<Phase> phases;           // setup phases in ms
+  double setup_ms = 0;
+  double lambda_min = 0, lambda_max = 0;  // chebyshev: the interval of D^-1 A the polynomial is fitted to
+  int block_size = 0;                  // block-jacobi
+  std::vector<AmgLevelReport> levels;  // amg only
+  double operator_complexity = 0;      // amg: sum nnz / nnz of the fine level
+  double grid_complexity = 0;          // amg: sum rows / rows of the fine level
+};
 
 // How the iteration runs (the solver's own options; SolverOptions in spcg.hpp adds the setup's).
 struct SolveOptions {
@@ -111,12 +181,6 @@ struct ColumnResult {
   double b_norm = 0;
   double recursive_residual = 0;  // the solver's own ||r||
   double true_residual = 0;       // ||b - A x|| recomputed at the end
-};
-
-// A named span of wall time (the report's phase lines).
-struct Phase {
-  std::string name;
-  double ms;
 };
 
 struct SolveResult {

@@ -64,6 +64,7 @@ struct SolverOptions {
   SolverKind solver = SolverKind::cg;
   std::string kernel = "auto";  // a registry kernel (spcg bench spmv --list), or auto: chosen with a printed reason
   Preconditioner precond = Preconditioner::none;
+  PreconditionerOptions precond_options;  // block size, Chebyshev degree, AMG's theta, smoother, ...
   Backend backend = Backend::automatic;         // automatic: the GPU when one is usable, else the host
   KernelTiming timing = KernelTiming::automatic;  // automatic: per-kernel events for n >= 200000
   int expected_columns = 1;     // the block width the solves will use: auto picks the SpMM kernel for it
@@ -97,6 +98,8 @@ class Solver {
   const std::string& kernel_reason() const;
   // upload, statistics, conversion, analysis, setup (total): what the setup spent.
   const std::vector<Phase>& setup_phases() const;
+  // What the preconditioner's setup did (levels, phases, auto's reason); null without one.
+  const PreconditionerReport* preconditioner() const;
   // The matrix on the host (for a device matrix: downloaded on the first call).
   const CsrMatrix& matrix() const;
 
@@ -109,6 +112,20 @@ class Solver {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// While it lives, loads on a helper thread the libraries a preconditioner's setup will need (cuSPARSE for amg),
+// so that a program can overlap the load (0.03-0.05 s) with reading its matrix: construct it first, keep it
+// until the Solver is set up. Optional; failures surface in the setup. The destructor joins the helper.
+class PreconditionerLibraries {
+ public:
+  explicit PreconditionerLibraries(Preconditioner precond);
+  ~PreconditionerLibraries();
+  PreconditionerLibraries(const PreconditionerLibraries&) = delete;
+  PreconditionerLibraries& operator=(const PreconditionerLibraries&) = delete;
+
+ private:
+  std::unique_ptr<class AmgLibraryPreload> amg_;
 };
 
 // Systems of at most this many rows run CG as one cooperative launch (kernel auto, Switch persistent).

@@ -1,0 +1,656 @@
+// Device half of the AMG setup. Work mapping: one thread per row for the row-local steps (diagonal, strength,
+// independent-set rounds, aggregate joins, prolongator smoothing; rows of a level are short), one warp per row
+// for the dense coarsest solve; Thrust (CUB) scans and a stable sort for the prefix sums and the transpose;
+// cuSPARSE SpGEMM for the products. The aggregation follows sparse/aggregation.cpp (after Bell, Dalton & Olson,
+// SISC 2012, and cusp's MIS-2 aggregation) so that the host reference and the device give the same aggregates.
+#include <thrust/binary_search.h>
+#include <thrust/count.h>
+#include <thrust/device_ptr.h>
+#include <thrust/execution_policy.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/zip_iterator.h>
+#include <thrust/scan.h>
+#include <thrust/sort.h>
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "amg_kernels.hpp"
+#include "device_utils.cuh"
+
+namespace spcg {
+namespace {
+
+constexpr int kThreads = 256;
+int row_blocks(int64_t n) { return static_cast<int>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads)); }
+
+__global__ void diagonal_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                const double* __restrict__ v, double* __restrict__ d) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double di = 0;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p)
+    if (ci[p] == i) di = v[p];
+  d[i] = di;
+}
+
+struct DiagonalBits {
+  int32_t first_nonpositive;
+  unsigned long long min_bits, max_bits;  // positive doubles order as their bit patterns
+};
+
+__global__ void inverse_diagonal_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                        const double* __restrict__ v, double* __restrict__ dinv, DiagonalBits* out) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double di = 0;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p)
+    if (ci[p] == i) di = v[p];
+  dinv[i] = 1.0 / di;
+  if (!(di > 0)) {
+    atomicMin(&out->first_nonpositive, i);  // the smallest such row: order-free
+    return;
+  }
+  const unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(di));
+  atomicMin(&out->min_bits, bits);
+  atomicMax(&out->max_bits, bits);
+}
+
+__global__ void l1_inverse_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                  const double* __restrict__ v, double* __restrict__ l1) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double s = 0;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) s += ci[p] == i ? v[p] : fabs(v[p]);
+  l1[i] = 1.0 / s;
+}
+
+__device__ __forceinline__ bool strong(double aij, double di, double dj, double theta) {
+  return fabs(aij) >= theta * sqrt(fabs(di * dj)) && aij != 0.0;
+}
+
+__global__ void strength_count_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                      const double* __restrict__ v, const double* __restrict__ d, double theta,
+                                      int32_t* __restrict__ count) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int32_t c = 0;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) {
+    const int32_t j = ci[p];
+    if (j != i && strong(v[p], d[i], d[j], theta)) ++c;
+  }
+  count[i] = c;
+}
+
+__global__ void strength_fill_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                     const double* __restrict__ v, const double* __restrict__ d, double theta,
+                                     const int32_t* __restrict__ srp, int32_t* __restrict__ sci) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int32_t out = srp[i];
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) {
+    const int32_t j = ci[p];
+    if (j != i && strong(v[p], d[i], d[j], theta)) sci[out++] = j;
+  }
+}
+
+// The host's priority(node, seed), bit for bit.
+__device__ __forceinline__ uint64_t priority(int32_t node, uint64_t seed) {
+  uint64_t z = static_cast<uint64_t>(node) + 0x9E3779B97F4A7C15ULL * (seed + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+enum : uint8_t { kOut = 0, kUndecided = 1, kIn = 2 };
+// (state, priority(index), index) of a > that of b. The priority is a function of the index, so a tuple is
+// carried as (state, index).
+__device__ __forceinline__ bool tuple_greater(uint8_t sa, int32_t ia, uint8_t sb, int32_t ib, uint64_t seed) {
+  if (sa != sb) return sa > sb;
+  const uint64_t pa = priority(ia, seed), pb = priority(ib, seed);
+  if (pa != pb) return pa > pb;
+  return ia > ib;
+}
+
+__global__ void mis_init_kernel(int32_t n, const uint8_t* __restrict__ state, uint8_t* __restrict__ ts,
+                                int32_t* __restrict__ ti) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  ts[i] = state[i];
+  ti[i] = i;
+}
+
+__global__ void mis_max_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                               const uint8_t* __restrict__ ts, const int32_t* __restrict__ ti, uint8_t* __restrict__ os,
+                               int32_t* __restrict__ oi, uint64_t seed) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint8_t ms = ts[i];
+  int32_t mi = ti[i];
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) {
+    const int32_t j = ci[p];
+    if (tuple_greater(ts[j], ti[j], ms, mi, seed)) ms = ts[j], mi = ti[j];
+  }
+  os[i] = ms;
+  oi[i] = mi;
+}
+
+__global__ void mis_update_kernel(int32_t n, uint8_t* __restrict__ state, const uint8_t* __restrict__ ts,
+                                  const int32_t* __restrict__ ti, unsigned* __restrict__ undecided) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || state[i] != kUndecided) return;
+  if (ti[i] == i) state[i] = kIn;
+  else if (ts[i] == kIn) state[i] = kOut;
+  else atomicAdd(undecided, 1u);  // a count only: the states do not depend on the order
+}
+
+__global__ void root_flags_kernel(int32_t n, const uint8_t* __restrict__ state, int32_t* __restrict__ flag) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) flag[i] = state[i] == kIn;
+}
+
+__global__ void root_ids_kernel(int32_t n, const uint8_t* __restrict__ state, const int32_t* __restrict__ id,
+                                int32_t* __restrict__ of) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) of[i] = state[i] == kIn ? id[i] : -1;
+}
+
+__global__ void join_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                            const int32_t* __restrict__ before, int32_t* __restrict__ after, uint64_t seed) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int32_t a = before[i];
+  if (a < 0) {
+    uint64_t best_p = 0;
+    int32_t best = -1;
+    for (int32_t p = rp[i]; p < rp[i + 1]; ++p) {
+      const int32_t j = ci[p];
+      if (before[j] < 0) continue;
+      const uint64_t pj = priority(j, seed);
+      if (best < 0 || pj > best_p || (pj == best_p && j > best)) best_p = pj, best = j;
+    }
+    if (best >= 0) a = before[best];
+  }
+  after[i] = a;
+}
+
+__global__ void aggregate_size_kernel(int32_t n, const int32_t* __restrict__ of, int32_t* __restrict__ size) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(size + of[i], 1);  // integer counts: order-free
+}
+
+__global__ void tentative_kernel(int32_t n, const int32_t* __restrict__ of, const int32_t* __restrict__ size,
+                                 int32_t* __restrict__ rp, int32_t* __restrict__ ci, double* __restrict__ v) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > n) return;
+  rp[i] = i;
+  if (i == n) return;
+  ci[i] = of[i];
+  v[i] = 1.0 / sqrt(static_cast<double>(size[of[i]]));
+}
+
+__global__ void smooth_prolongator_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                          double* __restrict__ v, const int32_t* __restrict__ of,
+                                          const double* __restrict__ p0, const double* __restrict__ dinv, double omega) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const double scale = -omega * dinv[i];
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) v[p] = scale * v[p] + (ci[p] == of[i] ? p0[i] : 0.0);
+}
+
+__global__ void expand_rows_kernel(int32_t n, const int32_t* __restrict__ rp, int32_t* __restrict__ row) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) row[p] = i;
+}
+
+__global__ void csr_to_dense_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                    const double* __restrict__ v, double* __restrict__ out) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) out[int64_t{ci[p]} * n + i] = v[p];
+}
+
+__global__ void dense_apply_kernel(int32_t n, int k, const double* __restrict__ m, const double* __restrict__ r,
+                                   double* __restrict__ z) {
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (warp >= n) return;
+  const double* row = m + warp * n;
+  for (int j = 0; j < k; ++j) {
+    double s = 0;
+    for (int32_t c = lane; c < n; c += 32) s = fma(row[c], r[int64_t{c} * k + j], s);
+    s = dev::warp_sum(s);
+    if (lane == 0) z[warp * k + j] = s;
+  }
+}
+
+// Row i's distinct aggregates {of[j] : a_ij != 0} and of[i]: counted (pass 1) or written sorted with the values
+// P(i, J) = [J == of[i]] p0_i - omega dinv_i sum_{j : of[j] = J} a_ij p0_j (pass 2).
+__global__ void smoothed_prolongator_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                                            const double* __restrict__ v, const int32_t* __restrict__ of,
+                                            const double* __restrict__ p0, const double* __restrict__ dinv, double omega,
+                                            int32_t* __restrict__ count, const int32_t* __restrict__ prp,
+                                            int32_t* __restrict__ pci, double* __restrict__ pv, int* too_long) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int32_t start = rp[i], len = rp[i + 1] - start;
+  if (len > kSmoothRowLimit) {
+    *too_long = 1;
+    return;
+  }
+  int32_t agg[kSmoothRowLimit + 1];
+  int m = 0;
+  agg[m++] = of[i];
+  for (int32_t p = 0; p < len; ++p) {
+    const int32_t a = of[ci[start + p]];
+    bool seen = false;
+    for (int t = 0; t < m && !seen; ++t) seen = agg[t] == a;
+    if (!seen) agg[m++] = a;
+  }
+  if (!prp) {
+    count[i] = m;
+    return;
+  }
+  for (int t = 1; t < m; ++t)  // insertion sort: a few entries
+    for (int u = t; u > 0 && agg[u - 1] > agg[u]; --u) {
+      const int32_t tmp = agg[u];
+      agg[u] = agg[u - 1], agg[u - 1] = tmp;
+    }
+  const double scale = -omega * dinv[i];
+  int32_t out = prp[i];
+  for (int t = 0; t < m; ++t) {
+    double sum = 0;
+    for (int32_t p = 0; p < len; ++p) {
+      const int32_t j = ci[start + p];
+      if (of[j] == agg[t]) sum += v[start + p] * p0[j];
+    }
+    pci[out] = agg[t];
+    pv[out] = scale * sum + (agg[t] == of[i] ? p0[i] : 0.0);
+    ++out;
+  }
+}
+
+DeviceCsr empty_csr(int32_t rows, int32_t cols, int64_t nnz, const char* what) {
+  DeviceCsr c;
+  c.rows = rows, c.cols = cols, c.nnz = nnz;
+  c.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(rows) + 1, what);
+  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), what);
+  c.values = DeviceArray<double>(static_cast<size_t>(nnz), what);
+  return c;
+}
+
+// Exclusive scan of count[0..n) into out[0..n], out[n] = the total; returns the total.
+int64_t scan_counts(const int32_t* count, int32_t n, int32_t* out, cudaStream_t s) {
+  auto policy = thrust::cuda::par.on(s);
+  CHECK_CUDA(cudaMemsetAsync(out, 0, sizeof(int32_t), s));
+  if (n > 0) thrust::inclusive_scan(policy, thrust::device_pointer_cast(count), thrust::device_pointer_cast(count) + n,
+                                    thrust::device_pointer_cast(out) + 1);
+  int32_t total = 0;
+  CHECK_CUDA(cudaMemcpyAsync(&total, out + n, sizeof total, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return total;
+}
+
+// One cuSPARSE handle for the setup products, created on first use (or by preload_spgemm's helper thread) and
+// kept for the process's life: destroyed at exit, after the thread that created it had ended, it crashed 16 of
+// 207 device runs in cuSPARSE's teardown (the library, loaded with dlopen, is never closed either).
+struct SpgemmHandle {
+  cusparseHandle_t h = nullptr;
+  SpgemmHandle() { CHECK_CUSPARSE(cusparseCreate(&h)); }
+};
+std::mutex spgemm_mutex;
+SpgemmHandle& spgemm_handle() {
+  static SpgemmHandle* handle = new SpgemmHandle;  // thread-safe initialisation; never destroyed (see above)
+  return *handle;
+}
+
+struct SpMat {
+  cusparseSpMatDescr_t d = nullptr;
+  ~SpMat() {
+    if (d) cusparseDestroySpMat(d);
+  }
+};
+struct SpgemmDescr {
+  cusparseSpGEMMDescr_t d = nullptr;
+  SpgemmDescr() { CHECK_CUSPARSE(cusparseSpGEMM_createDescr(&d)); }
+  ~SpgemmDescr() { cusparseSpGEMM_destroyDescr(d); }
+};
+void describe(const DeviceCsr& a, SpMat& m) {
+  // cuSPARSE only reads A and B; its descriptor type is not const-qualified
+  CHECK_CUSPARSE(cusparseCreateCsr(&m.d, a.rows, a.cols, a.nnz, const_cast<int32_t*>(a.row_ptr.data()),
+                                   const_cast<int32_t*>(a.col_idx.data()), const_cast<double*>(a.values.data()),
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+}
+
+}  // namespace
+
+void launch_diagonal(const DeviceCsr& a, double* d, cudaStream_t s) {
+  if (a.rows == 0) return;
+  diagonal_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(), a.values.data(), d);
+  CHECK_LAUNCH("diagonal");
+}
+
+DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t s) {
+  DiagonalSummary summary;
+  if (a.rows == 0) return summary;
+  const DiagonalBits start{INT32_MAX, ~0ULL, 0ULL};
+  DeviceArray<DiagonalBits> bits(1, "diagonal summary");
+  CHECK_CUDA(cudaMemcpyAsync(bits.data(), &start, sizeof start, cudaMemcpyHostToDevice, s));
+  inverse_diagonal_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
+                                                                  a.values.data(), dinv, bits.data());
+  CHECK_LAUNCH("inverse-diagonal");
+  DiagonalBits h{};
+  CHECK_CUDA(cudaMemcpyAsync(&h, bits.data(), sizeof h, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  summary.first_nonpositive = h.first_nonpositive;
+  if (h.first_nonpositive != INT32_MAX) {
+    double inv = 0;
+    CHECK_CUDA(cudaMemcpy(&inv, dinv + h.first_nonpositive, sizeof inv, cudaMemcpyDeviceToHost));
+    summary.first_value = 1.0 / inv;  // 1 / (1 / d) = d for d != 0; 1 / inf = 0 for a zero or missing diagonal
+  } else {
+    std::memcpy(&summary.min, &h.min_bits, sizeof(double));
+    std::memcpy(&summary.max, &h.max_bits, sizeof(double));
+  }
+  return summary;
+}
+
+void launch_l1_inverse(const DeviceCsr& a, double* l1, cudaStream_t s) {
+  if (a.rows == 0) return;
+  l1_inverse_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(), a.values.data(), l1);
+  CHECK_LAUNCH("l1-inverse");
+}
+
+DeviceCsr strength_graph(const DeviceCsr& a, const double* diag, double theta, cudaStream_t s) {
+  const int32_t n = a.rows;
+  DeviceArray<int32_t> count(static_cast<size_t>(n), "strength counts");
+  DeviceArray<int32_t> rp(static_cast<size_t>(n) + 1, "strength row pointers");
+  if (n > 0) {
+    strength_count_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(), diag,
+                                                             theta, count.data());
+    CHECK_LAUNCH("strength-count");
+  }
+  const int64_t nnz = scan_counts(count.data(), n, rp.data(), s);
+  DeviceCsr g;
+  g.rows = g.cols = n, g.nnz = nnz;
+  g.row_ptr = std::move(rp);
+  g.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "strength columns");
+  // pattern only: no values array (the aggregation reads the columns; 8 bytes per entry saved)
+  if (n > 0) {
+    strength_fill_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(), diag,
+                                                            theta, g.row_ptr.data(), g.col_idx.data());
+    CHECK_LAUNCH("strength-fill");
+  }
+  return g;
+}
+
+DeviceAggregates aggregate_on_device(const DeviceCsr& g, uint64_t seed, cudaStream_t s) {
+  if (g.rows != g.cols) throw Error("aggregate_on_device: the graph is not square");
+  const int32_t n = g.rows;
+  DeviceAggregates agg;
+  agg.of = DeviceArray<int32_t>(static_cast<size_t>(n), "aggregate of row");
+  if (n == 0) return agg;
+  DeviceArray<uint8_t> state(static_cast<size_t>(n), "MIS state"), ts0(static_cast<size_t>(n), "MIS tuple"),
+      ts1(static_cast<size_t>(n), "MIS tuple");
+  DeviceArray<int32_t> ti0(static_cast<size_t>(n), "MIS tuple"), ti1(static_cast<size_t>(n), "MIS tuple");
+  DeviceArray<unsigned> undecided(1, "MIS undecided count");
+  CHECK_CUDA(cudaMemsetAsync(state.data(), kUndecided, n, s));
+  const int blocks = row_blocks(n);
+  for (unsigned left = 1; left > 0;) {
+    mis_init_kernel<<<blocks, kThreads, 0, s>>>(n, state.data(), ts0.data(), ti0.data());
+    // two rounds of max over {i} and its neighbours: the max over the distance-2 neighbourhood
+    mis_max_kernel<<<blocks, kThreads, 0, s>>>(n, g.row_ptr.data(), g.col_idx.data(), ts0.data(), ti0.data(), ts1.data(),
+                                               ti1.data(), seed);
+    mis_max_kernel<<<blocks, kThreads, 0, s>>>(n, g.row_ptr.data(), g.col_idx.data(), ts1.data(), ti1.data(), ts0.data(),
+                                               ti0.data(), seed);
+    CHECK_CUDA(cudaMemsetAsync(undecided.data(), 0, sizeof(unsigned), s));
+    mis_update_kernel<<<blocks, kThreads, 0, s>>>(n, state.data(), ts0.data(), ti0.data(), undecided.data());
+    CHECK_LAUNCH("mis2");
+    CHECK_CUDA(cudaMemcpyAsync(&left, undecided.data(), sizeof left, cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    ++agg.mis_rounds;
+    if (agg.mis_rounds > 10000) throw Error("aggregate_on_device: the independent set did not settle");
+  }
+  // roots numbered in index order
+  DeviceArray<int32_t> flag(static_cast<size_t>(n), "root flags"), id(static_cast<size_t>(n) + 1, "root ids");
+  root_flags_kernel<<<blocks, kThreads, 0, s>>>(n, state.data(), flag.data());
+  CHECK_LAUNCH("root-flags");
+  agg.count = static_cast<int32_t>(scan_counts(flag.data(), n, id.data(), s));
+  root_ids_kernel<<<blocks, kThreads, 0, s>>>(n, state.data(), id.data(), agg.of.data());
+  // next to a root, then two edges from one (each pass reads the assignments from before it)
+  DeviceArray<int32_t>& before = flag;  // reused
+  CHECK_CUDA(cudaMemcpyAsync(before.data(), agg.of.data(), agg.of.bytes(), cudaMemcpyDeviceToDevice, s));
+  join_kernel<<<blocks, kThreads, 0, s>>>(n, g.row_ptr.data(), g.col_idx.data(), before.data(), id.data(), seed);
+  join_kernel<<<blocks, kThreads, 0, s>>>(n, g.row_ptr.data(), g.col_idx.data(), id.data(), agg.of.data(), seed);
+  CHECK_LAUNCH("aggregate-join");
+  const auto policy = thrust::cuda::par.on(s);
+  const auto unassigned = thrust::count(policy, thrust::device_pointer_cast(agg.of.data()),
+                                        thrust::device_pointer_cast(agg.of.data()) + n, -1);
+  if (unassigned > 0)
+    throw Error("aggregate_on_device: " + std::to_string(unassigned) +
+                " nodes are more than two edges from every root (graph not symmetric?)");
+  return agg;
+}
+
+DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaStream_t s) {
+  DeviceCsr p = empty_csr(rows, agg.count, rows, "tentative prolongator");
+  DeviceArray<int32_t> size(static_cast<size_t>(agg.count), "aggregate sizes");
+  if (agg.count) CHECK_CUDA(cudaMemsetAsync(size.data(), 0, size.bytes(), s));
+  if (rows > 0) {
+    aggregate_size_kernel<<<row_blocks(rows), kThreads, 0, s>>>(rows, agg.of.data(), size.data());
+  }
+  tentative_kernel<<<row_blocks(int64_t{rows} + 1), kThreads, 0, s>>>(rows, agg.of.data(), size.data(), p.row_ptr.data(),
+                                                                      p.col_idx.data(), p.values.data());
+  CHECK_LAUNCH("tentative-prolongator");
+  CHECK_CUDA(cudaStreamSynchronize(s));  // `size` is freed on return
+  return p;
+}
+
+DeviceCsr smoothed_prolongator(const DeviceCsr& a, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
+                               double omega, cudaStream_t s) {
+  const int32_t n = a.rows;
+  DeviceArray<int32_t> count(static_cast<size_t>(n), "prolongator row counts");
+  DeviceArray<int> too_long(1, "prolongator long rows");
+  CHECK_CUDA(cudaMemsetAsync(too_long.data(), 0, sizeof(int), s));
+  if (n > 0)
+    smoothed_prolongator_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(),
+                                                                   agg.of.data(), p0.values.data(), dinv, omega,
+                                                                   count.data(), nullptr, nullptr, nullptr, too_long.data());
+  CHECK_LAUNCH("smoothed-prolongator-count");
+  int long_rows = 0;
+  CHECK_CUDA(cudaMemcpyAsync(&long_rows, too_long.data(), sizeof long_rows, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  if (long_rows) {  // a dense row: the general product
+    DeviceCsr t = spgemm(a, p0, s);
+    smooth_prolongator(t, agg, p0, dinv, omega, s);
+    return t;
+  }
+  DeviceArray<int32_t> rp(static_cast<size_t>(n) + 1, "prolongator row pointers");
+  const int64_t nnz = scan_counts(count.data(), n, rp.data(), s);
+  DeviceCsr p;
+  p.rows = n, p.cols = agg.count, p.nnz = nnz;
+  p.row_ptr = std::move(rp);
+  p.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "prolongator columns");
+  p.values = DeviceArray<double>(static_cast<size_t>(nnz), "prolongator values");
+  if (n > 0)
+    smoothed_prolongator_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(),
+                                                                   agg.of.data(), p0.values.data(), dinv, omega, nullptr,
+                                                                   p.row_ptr.data(), p.col_idx.data(), p.values.data(),
+                                                                   too_long.data());
+  CHECK_LAUNCH("smoothed-prolongator-fill");
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return p;
+}
+
+void smooth_prolongator(DeviceCsr& t, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
+                        double omega, cudaStream_t s) {
+  if (t.rows == 0) return;
+  smooth_prolongator_kernel<<<row_blocks(t.rows), kThreads, 0, s>>>(t.rows, t.row_ptr.data(), t.col_idx.data(),
+                                                                    t.values.data(), agg.of.data(), p0.values.data(),
+                                                                    dinv, omega);
+  CHECK_LAUNCH("smooth-prolongator");
+}
+
+DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s) {
+  DeviceCsr t = empty_csr(a.cols, a.rows, a.nnz, "transpose");
+  const auto policy = thrust::cuda::par.on(s);
+  if (a.nnz == 0) {
+    CHECK_CUDA(cudaMemsetAsync(t.row_ptr.data(), 0, t.row_ptr.bytes(), s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    return t;
+  }
+  DeviceArray<int32_t> key(static_cast<size_t>(a.nnz), "transpose keys");
+  CHECK_CUDA(cudaMemcpyAsync(key.data(), a.col_idx.data(), key.bytes(), cudaMemcpyDeviceToDevice, s));
+  CHECK_CUDA(cudaMemcpyAsync(t.values.data(), a.values.data(), t.values.bytes(), cudaMemcpyDeviceToDevice, s));
+  expand_rows_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), t.col_idx.data());
+  CHECK_LAUNCH("transpose-rows");
+  // stable: entries of one column keep their row order, so the transpose's rows come out sorted
+  auto k = thrust::device_pointer_cast(key.data());
+  thrust::stable_sort_by_key(policy, k, k + a.nnz,
+                             thrust::make_zip_iterator(thrust::make_tuple(thrust::device_pointer_cast(t.col_idx.data()),
+                                                                          thrust::device_pointer_cast(t.values.data()))));
+  thrust::lower_bound(policy, k, k + a.nnz, thrust::counting_iterator<int32_t>(0),
+                      thrust::counting_iterator<int32_t>(a.cols + 1), thrust::device_pointer_cast(t.row_ptr.data()));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return t;
+}
+
+namespace {
+
+// One product with cuSPARSE's algorithm `alg`; false when the algorithm ran out of resources (ALG1 estimates its
+// memory and can fall short on large products: the caller then retries with ALG2, which counts exactly).
+bool spgemm_with(const DeviceCsr& a, const DeviceCsr& b, cusparseSpGEMMAlg_t alg, cudaStream_t s, DeviceCsr& c) {
+  const cusparseHandle_t h = spgemm_handle().h;
+  std::lock_guard<std::mutex> lock(spgemm_mutex);
+  CHECK_CUSPARSE(cusparseSetStream(h, s));
+  SpMat ma, mb, mc;
+  describe(a, ma);
+  describe(b, mb);
+  CHECK_CUSPARSE(cusparseCreateCsr(&mc.d, a.rows, b.cols, 0, nullptr, nullptr, nullptr, CUSPARSE_INDEX_32I,
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  SpgemmDescr desc;
+  const double one = 1, zero = 0;
+  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  auto ok = [](cusparseStatus_t st, const char* call) {
+    if (st == CUSPARSE_STATUS_INSUFFICIENT_RESOURCES) return false;
+    if (st != CUSPARSE_STATUS_SUCCESS) throw_cuda_error("cuSPARSE", call, cusparseGetErrorString(st), __FILE__, __LINE__);
+    return true;
+  };
+  size_t bytes1 = 0, bytes2 = 0;
+  if (!ok(cusparseSpGEMM_workEstimation(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d, &bytes1, nullptr),
+          "cusparseSpGEMM_workEstimation"))
+    return false;
+  DeviceArray<uint8_t> buffer1(bytes1, "SpGEMM work estimation buffer");
+  if (!ok(cusparseSpGEMM_workEstimation(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d, &bytes1,
+                                        buffer1.data()),
+          "cusparseSpGEMM_workEstimation"))
+    return false;
+  if (alg != CUSPARSE_SPGEMM_DEFAULT) {  // ALG2 / ALG3: the compute buffer's size from an exact estimate
+    size_t bytes3 = 0;
+    CHECK_CUSPARSE(cusparseSpGEMM_estimateMemory(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d, 0.2f,
+                                                 &bytes3, nullptr, nullptr));
+    DeviceArray<uint8_t> buffer3(bytes3, "SpGEMM memory estimate buffer");
+    CHECK_CUSPARSE(cusparseSpGEMM_estimateMemory(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d, 0.2f,
+                                                 &bytes3, buffer3.data(), &bytes2));
+  } else if (!ok(cusparseSpGEMM_compute(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d, &bytes2, nullptr),
+                 "cusparseSpGEMM_compute")) {
+    return false;
+  }
+  DeviceArray<uint8_t> buffer2(bytes2, "SpGEMM compute buffer");
+  if (!ok(cusparseSpGEMM_compute(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d, &bytes2,
+                                 buffer2.data()),
+          "cusparseSpGEMM_compute"))
+    return false;
+  int64_t rows = 0, cols = 0, nnz = 0;
+  CHECK_CUSPARSE(cusparseSpMatGetSize(mc.d, &rows, &cols, &nnz));
+  if (nnz > INT32_MAX) throw Error("spgemm: the product has more than 2^31 nonzeros");
+  c = empty_csr(a.rows, b.cols, nnz, "SpGEMM product");
+  CHECK_CUSPARSE(cusparseCsrSetPointers(mc.d, c.row_ptr.data(), c.col_idx.data(), c.values.data()));
+  CHECK_CUSPARSE(cusparseSpGEMM_copy(h, op, op, &one, ma.d, mb.d, &zero, mc.d, CUDA_R_64F, alg, desc.d));
+  CHECK_CUDA(cudaStreamSynchronize(s));  // the buffers are freed on return
+  return true;
+}
+
+}  // namespace
+
+SpgemmPreload::SpgemmPreload()
+    : thread_([] {
+        try {
+          spgemm_handle();
+          // a 1 x 1 product loads cuSPARSE's SpGEMM kernels (lazy module loading: tens of ms on first use), once
+          // per process: a second preload (the CLI's, then the setup's) waits for the first one's
+          static std::once_flag warmed;
+          std::call_once(warmed, [] {
+          CsrMatrix one;
+          one.rows = one.cols = 1, one.row_ptr = {0, 1}, one.col_idx = {0}, one.values = {1.0};
+          const auto d = upload_csr_shared(one);
+          struct Stream {
+            cudaStream_t s = nullptr;
+            Stream() { CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+            ~Stream() { cudaStreamDestroy(s); }
+          } stream;
+          DeviceCsr c;
+          spgemm_with(*d, *d, CUSPARSE_SPGEMM_DEFAULT, stream.s, c);
+          });
+        } catch (...) {  // the same error comes back to spgemm's own call, which reports it
+        }
+      }) {}
+SpgemmPreload::~SpgemmPreload() { wait(); }
+void SpgemmPreload::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void wait_for_spgemm() { spgemm_handle(); }
+
+DeviceCsr spgemm(const DeviceCsr& a, const DeviceCsr& b, cudaStream_t s) {
+  if (a.cols != b.rows) throw Error("spgemm: inner dimensions differ");
+  DeviceCsr c;
+  if (a.nnz == 0 || b.nnz == 0) {
+    c = empty_csr(a.rows, b.cols, 0, "SpGEMM product");
+    CHECK_CUDA(cudaMemsetAsync(c.row_ptr.data(), 0, c.row_ptr.bytes(), s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    return c;
+  }
+  // ALG1 (the default) and ALG2 are both bit-wise deterministic (cuSPARSE's documentation of cusparseSpGEMM)
+  if (spgemm_with(a, b, CUSPARSE_SPGEMM_DEFAULT, s, c)) return c;
+  if (spgemm_with(a, b, CUSPARSE_SPGEMM_ALG2, s, c)) return c;
+  throw DeviceMemoryError("spgemm: cuSPARSE ran out of resources for a " + std::to_string(a.rows) + " x " +
+                          std::to_string(a.cols) + " (" + std::to_string(a.nnz) + " nonzeros) times " +
+                          std::to_string(b.rows) + " x " + std::to_string(b.cols) + " (" + std::to_string(b.nnz) +
+                          " nonzeros) product");
+}
+
+void launch_csr_to_dense(const DeviceCsr& a, double* out, cudaStream_t s) {
+  const int32_t n = a.rows;
+  if (n == 0) return;
+  CHECK_CUDA(cudaMemsetAsync(out, 0, sizeof(double) * n * n, s));
+  csr_to_dense_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(), out);
+  CHECK_LAUNCH("csr-to-dense");
+}
+
+void launch_dense_apply(int32_t n, int k, const double* m, const double* r, double* z, cudaStream_t s) {
+  if (n == 0 || k == 0) return;
+  const int64_t threads = int64_t{n} * 32;
+  dense_apply_kernel<<<static_cast<int>((threads + kThreads - 1) / kThreads), kThreads, 0, s>>>(n, k, m, r, z);
+  CHECK_LAUNCH("dense-apply");
+}
+
+CsrMatrix download_csr(const DeviceCsr& a) {
+  CsrMatrix h;
+  h.rows = a.rows, h.cols = a.cols;
+  h.row_ptr = a.row_ptr.download<decltype(h.row_ptr)>();
+  h.col_idx = a.col_idx.download<decltype(h.col_idx)>();
+  h.values = a.values.download<decltype(h.values)>();
+  if (h.row_ptr.empty()) h.row_ptr.assign(1, 0);
+  return h;
+}
+
+std::shared_ptr<DeviceCsr> upload_csr_shared(const CsrMatrix& a) {
+  auto d = std::make_shared<DeviceCsr>(empty_csr(a.rows, a.cols, a.nnz(), "uploaded CSR"));
+  d->row_ptr.upload(a.row_ptr);
+  d->col_idx.upload(a.col_idx);
+  d->values.upload(a.values);
+  return d;
+}
+
+}  // namespace spcg

@@ -1,0 +1,87 @@
+#pragma once
+// The device half of smoothed-aggregation AMG's setup (solver/amg.cpp runs it level by level): the diagonal,
+// the strength graph, the distance-2 maximal independent set and the aggregates (the rule of
+// sparse/aggregation.cpp, bit for bit), the tentative and smoothed prolongators, the transpose, the sparse
+// products of the Galerkin operator (cuSPARSE SpGEMM) and the dense copy of the coarsest level.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "device_formats.hpp"
+
+namespace spcg {
+
+// d[i] = a_ii (0 when row i stores no diagonal entry).
+void launch_diagonal(const DeviceCsr& a, double* d, cudaStream_t s);
+// What inverse_diagonal found: the first row (0-based) whose diagonal is not positive (INT32_MAX: none) and
+// the smallest and largest diagonal entry (when all are positive).
+struct DiagonalSummary {
+  int32_t first_nonpositive = INT32_MAX;
+  double first_value = 0;  // that row's diagonal
+  double min = 0, max = 0;
+};
+// dinv[i] = 1 / a_ii in one pass (no library call: a few microseconds on small matrices), with the summary.
+DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t s);
+// l1[i] = 1 / (a_ii + sum_{j != i} |a_ij|): the l1-Jacobi smoother's scaling (Baker, Falgout, Kolev & Yang
+// 2011), convergent for every SPD A without an eigenvalue estimate. Requires a_ii > 0.
+void launch_l1_inverse(const DeviceCsr& a, double* l1, cudaStream_t s);
+
+// Strong connections j != i, |a_ij| >= theta sqrt(|a_ii a_jj|), a_ij != 0: the pattern only (values empty).
+DeviceCsr strength_graph(const DeviceCsr& a, const double* diag, double theta, cudaStream_t s);
+
+struct DeviceAggregates {
+  DeviceArray<int32_t> of;  // of[i]: row i's aggregate
+  int32_t count = 0;
+  int mis_rounds = 0;  // rounds of the independent-set iteration
+};
+// Distance-2 MIS with hashed priorities, then aggregates from its roots (numbered in index order), exactly as
+// aggregate() in sparse/aggregation.cpp. Throws Error if a node stays unassigned (graph not symmetric).
+DeviceAggregates aggregate_on_device(const DeviceCsr& graph, uint64_t seed, cudaStream_t s);
+
+// The tentative prolongator: n x count, P(i, of[i]) = 1 / sqrt(size of i's aggregate).
+DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaStream_t s);
+// P = (I - omega D^-1 A) P0 in one pass over A's rows (each row's distinct aggregates, sorted, values summed
+// in the row's order); rows longer than kSmoothRowLimit go through cuSPARSE (A P0, then smooth_prolongator).
+constexpr int kSmoothRowLimit = 64;
+DeviceCsr smoothed_prolongator(const DeviceCsr& a, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
+                               double omega, cudaStream_t s);
+// In place on T = A P0 (which holds the pattern of P0 in every row with a diagonal): P = P0 - omega D^-1 T.
+void smooth_prolongator(DeviceCsr& t, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
+                        double omega, cudaStream_t s);
+
+// A' (columns sorted in every row; a stable sort, so the same input gives the same bits).
+DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s);
+// C = A B by cuSPARSE SpGEMM (deterministic algorithm; cuSPARSE is loaded on first use).
+// Loads cuSPARSE, creates spgemm's handle and runs a 1 x 1 product (which loads its kernels) on a helper
+// thread, so that a setup about to need them overlaps the load (0.03-0.05 s) with its other work. The
+// destructor joins the thread: the process never exits while it is inside the CUDA libraries (that crashed
+// 16 of 207 device runs whose solve ended first). Failures surface in spgemm.
+class SpgemmPreload {
+ public:
+  SpgemmPreload();
+  ~SpgemmPreload();
+  SpgemmPreload(const SpgemmPreload&) = delete;
+  SpgemmPreload& operator=(const SpgemmPreload&) = delete;
+  void wait();  // joins the helper
+
+ private:
+  std::thread thread_;
+};
+// Waits until cuSPARSE is loaded and spgemm's handle exists (loading it here if no preload ran).
+void wait_for_spgemm();
+DeviceCsr spgemm(const DeviceCsr& a, const DeviceCsr& b, cudaStream_t s);
+
+// out (rows x rows, column-major) = the dense copy of a square CSR.
+void launch_csr_to_dense(const DeviceCsr& a, double* out, cudaStream_t s);
+// Z (n x k, row-major) = M (n x n, row-major, symmetric) R (n x k, row-major): the coarsest level's solve with
+// its explicit inverse. One warp per row; fixed summation order.
+void launch_dense_apply(int32_t n, int k, const double* m, const double* r, double* z, cudaStream_t s);
+
+// Host copy of a device CSR (small levels: the coarsest factorisation, tests).
+CsrMatrix download_csr(const DeviceCsr& a);
+// Device copy of a host CSR (tests).
+std::shared_ptr<DeviceCsr> upload_csr_shared(const CsrMatrix& a);
+
+}  // namespace spcg

@@ -1,0 +1,271 @@
+// Smoothed-aggregation AMG (Vanek, Mandel & Brezina, Computing 56, 1996) as a CG preconditioner, set up on the
+// device level by level:
+//   strength graph S (|a_ij| >= theta sqrt(a_ii a_jj))  ->  aggregates (distance-2 MIS, Bell, Dalton & Olson 2012)
+//   ->  tentative P0 (one unit-norm column per aggregate)  ->  P = (I - omega D^-1 A) P0, omega = 4 / (3 lambda_max)
+//       (or P = P0: plain aggregation)  ->  R = P'  ->  A_c = R (A P) (two cuSPARSE SpGEMMs)
+// until a level has at most coarse_rows rows, whose dense Cholesky gives an explicit inverse.
+// The cycle is a symmetric V(nu, nu): the same polynomial smoother (Chebyshev on D^-1 A, or l1-Jacobi) before
+// and after the coarse correction, so M^-1 is symmetric and, the smoother being convergent, positive definite:
+// CG stays valid. Every product of the cycle runs on the registry's operators (auto per level) on n x k blocks.
+#include "amg.hpp"
+
+#include <Eigen/Cholesky>
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "amg_kernels.hpp"
+#include "matrix_setup.hpp"
+#include "nvtx.hpp"
+#include "registry.hpp"
+#include "spectrum.hpp"
+
+namespace spcg {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Coarsening that leaves more than this fraction of the rows has stalled (a level of isolated nodes, e.g.).
+constexpr double kStalledCoarsening = 0.85;
+// A stalled level this small is still solved densely; a larger one is an error (it would not fit).
+constexpr int32_t kMaxDenseRows = 8000;
+
+class AmgPreconditioner final : public PreconditionerOp {
+ public:
+  AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in);
+  void reserve(int k) const override;
+  void apply(const double* R, double* Z, int k, cudaStream_t s) const override { cycle(0, R, Z, k, s); }
+  double bytes_per_apply(int k) const override;
+
+ private:
+  struct Level {
+    std::shared_ptr<const DeviceCsr> a;
+    std::unique_ptr<MatrixSetup> setup;    // levels >= 1 (level 0 is the solver's)
+    std::unique_ptr<LinearOperator> owned;
+    const LinearOperator* op = nullptr;     // A_l
+    DeviceArray<double> scale;              // the smoother's diagonal scaling
+    PolynomialSteps smoother;
+    double lambda_max = 0;
+    std::unique_ptr<MatrixSetup> p_setup, r_setup;
+    std::unique_ptr<LinearOperator> p, r;   // P_l: n_{l+1} -> n_l; R_l = P_l'
+    mutable DeviceArray<double> b, x, res, d;  // n_l x k
+  };
+  void cycle(size_t l, const double* b, double* x, int k, cudaStream_t s) const;
+  void factor_coarsest(const DeviceCsr& a, const std::string& matrix_name);
+
+  std::vector<Level> levels_;
+  DeviceArray<double> coarse_inverse_;
+  int32_t coarse_rows_ = 0;
+  mutable int reserved_k_ = 0;
+};
+
+AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in)
+    : PreconditionerOp(in.op.rows()) {
+  if (o.smoother_degree < 1 || o.smoother_degree > 16) throw UsageError("amg: the smoother degree must be 1..16");
+  if (o.coarse_rows < 1 || o.coarse_rows > kMaxDenseRows)
+    throw UsageError("amg: the coarsest level's size must be 1.." + std::to_string(kMaxDenseRows) + " rows");
+  if (!(o.strength_theta >= 0 && o.strength_theta < 1)) throw UsageError("amg: theta must be in [0, 1)");
+  const auto t_total = std::chrono::steady_clock::now();
+  // the Galerkin products need cuSPARSE: it loads meanwhile (joined before the constructor returns)
+  std::unique_ptr<SpgemmPreload> preload = in.op.rows() > o.coarse_rows ? std::make_unique<SpgemmPreload>() : nullptr;
+  const cudaStream_t s = 0;
+  std::map<std::string, double> phase_ms;
+  std::vector<std::string> phase_order;
+  auto timed = [&](const char* phase, auto&& work) {
+    NvtxRange range(phase);
+    const auto t0 = std::chrono::steady_clock::now();
+    work();
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    if (!phase_ms.count(phase)) phase_order.push_back(phase);
+    phase_ms[phase] += ms_since(t0);
+  };
+  OperatorOptions level_options = in.operator_options;
+  level_options.autotune = false;  // a timed trial per level would cost more than it saves
+  level_options.device_layouts_only = true;  // the levels live on the device: no host-built layouts
+  level_options.expected_k = std::max(1, in.expected_columns);
+
+  levels_.reserve(static_cast<size_t>(std::max(1, o.max_levels)) + 1);  // Level& stays valid while levels are added
+  levels_.emplace_back();
+  levels_[0].a = in.matrix.device_csr();
+  levels_[0].op = &in.op;
+  try {
+    for (size_t l = 0;; ++l) {
+      const DeviceCsr& a = *levels_[l].a;
+      const int32_t n = a.rows;
+      const std::string at = "amg level " + std::to_string(l) + ": ";
+      if (n <= o.coarse_rows || static_cast<int>(l) + 1 >= o.max_levels) break;
+      char nvtx_name[32];
+      std::snprintf(nvtx_name, sizeof nvtx_name, "amg-setup-level-%zu", l);
+      NvtxRange level_range(nvtx_name);
+      DeviceArray<double> diag(static_cast<size_t>(n), "amg diagonal"), dinv;
+      DeviceCsr strength;
+      DeviceAggregates agg;
+      timed("strength", [&] {
+        dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s);
+        launch_diagonal(a, diag.data(), s);
+        strength = strength_graph(a, diag.data(), o.strength_theta, s);
+      });
+      timed("aggregation", [&] { agg = aggregate_on_device(strength, o.seed, s); });
+      if (agg.count == 0 || agg.count > kStalledCoarsening * n) {
+        if (n <= kMaxDenseRows) break;  // solve this level densely
+        throw InputError(in.matrix_name, 0, at + "coarsening stalled (" + std::to_string(n) + " rows -> " +
+                                                std::to_string(agg.count) + " aggregates); try a smaller --amg-theta");
+      }
+      Level& L = levels_[l];
+      timed("smoother", [&] {
+        const SpectrumEstimate est = estimate_spectrum(*L.op, dinv.data(), o.eigen_steps, 1, s);
+        if (!est.finite || !(est.lambda_max > 0))
+          throw InputError(in.matrix_name, 0, at + "the eigenvalue estimate of D^-1 A failed");
+        L.lambda_max = o.lambda_max_safety * est.lambda_max;
+        if (o.smoother == AmgSmoother::chebyshev) {
+          L.smoother = PolynomialSteps::chebyshev(L.lambda_max / o.smoother_ratio, L.lambda_max, o.smoother_degree);
+        } else {
+          L.smoother = PolynomialSteps::jacobi_sweeps(o.smoother_degree);
+        }
+      });
+      DeviceCsr p;
+      timed("prolongator", [&] {
+        DeviceCsr p0 = tentative_prolongator(agg, n, s);
+        if (o.prolongator == AmgProlongator::plain) {
+          p = std::move(p0);
+          return;
+        }
+        p = smoothed_prolongator(a, agg, p0, dinv.data(), 4.0 / (3.0 * L.lambda_max), s);
+      });
+      auto coarse = std::make_shared<DeviceCsr>();
+      std::shared_ptr<DeviceCsr> r;
+      if (l == 0) timed("cuSPARSE load (wait)", [&] {  // preloaded on a helper thread
+        if (preload) preload->wait();
+        wait_for_spgemm();
+      });
+      timed("galerkin", [&] {
+        r = std::make_shared<DeviceCsr>(transpose(p, s));
+        const DeviceCsr ap = spgemm(a, p, s);
+        *coarse = spgemm(*r, ap, s);
+      });
+      timed("level operators", [&] {
+        if (o.smoother == AmgSmoother::chebyshev) {
+          L.scale = std::move(dinv);
+        } else {
+          L.scale = DeviceArray<double>(static_cast<size_t>(n), "amg l1 scaling");
+          launch_l1_inverse(a, L.scale.data(), s);
+        }
+        auto pp = std::make_shared<DeviceCsr>(std::move(p));
+        L.p_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(pp));
+        L.p = make_operator("auto", *L.p_setup, level_options);
+        L.r_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(r));
+        L.r = make_operator("auto", *L.r_setup, level_options);
+        Level next;
+        next.a = coarse;
+        next.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(coarse));
+        next.owned = make_operator("auto", *next.setup, level_options);
+        next.op = next.owned.get();
+        levels_.push_back(std::move(next));
+      });
+    }
+    timed("coarse factorisation", [&] { factor_coarsest(*levels_.back().a, in.matrix_name); });
+  } catch (const DeviceMemoryError& e) {
+    throw DeviceMemoryError("amg setup (level " + std::to_string(levels_.size() - 1) + " of the hierarchy): " + e.what() +
+                            "; try --precond chebyshev or jacobi, or a larger --amg-theta");
+  }
+
+  report_.kind = Preconditioner::amg;
+  double rows_sum = 0, nnz_sum = 0;
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    const Level& L = levels_[l];
+    AmgLevelReport lr;
+    lr.rows = L.a->rows, lr.nnz = L.a->nnz;
+    lr.kernel = l + 1 == levels_.size() ? "dense inverse" : L.op->chosen(std::max(1, in.expected_columns));
+    lr.smoother_lambda_max = L.lambda_max;
+    report_.levels.push_back(lr);
+    rows_sum += lr.rows, nnz_sum += static_cast<double>(lr.nnz);
+  }
+  report_.grid_complexity = levels_[0].a->rows ? rows_sum / levels_[0].a->rows : 0;
+  report_.operator_complexity = levels_[0].a->nnz ? nnz_sum / static_cast<double>(levels_[0].a->nnz) : 0;
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "%zu levels, %s aggregation (theta %.3g), V-cycle with %s %s %d before and after",
+                levels_.size(), name_of(o.prolongator), o.strength_theta, name_of(o.smoother),
+                o.smoother == AmgSmoother::chebyshev ? "of degree" : "sweeps:", o.smoother_degree);
+  report_.detail = detail;
+  for (const std::string& name : phase_order) report_.phases.push_back({name, phase_ms[name]});
+  report_.setup_ms = ms_since(t_total);
+}
+
+void AmgPreconditioner::factor_coarsest(const DeviceCsr& a, const std::string& matrix_name) {
+  // The coarsest level is small: its Cholesky factor and inverse on the host (Eigen, a few ms at 1000 rows;
+  // cuSOLVER would cost a 0.35 s library load), applied on the device as a dense product.
+  coarse_rows_ = a.rows;
+  const CsrMatrix h = download_csr(a);
+  Eigen::MatrixXd dense = Eigen::MatrixXd::Zero(h.rows, h.rows);
+  for (int32_t i = 0; i < h.rows; ++i)
+    for (int32_t p = h.row_ptr[i]; p < h.row_ptr[i + 1]; ++p) dense(i, h.col_idx[p]) = h.values[p];
+  Eigen::LLT<Eigen::MatrixXd> llt(dense);
+  if (llt.info() != Eigen::Success)
+    throw InputError(matrix_name, 0, "amg: the coarsest level (" + std::to_string(h.rows) +
+                                         " rows) is not positive definite (its Cholesky factorisation failed), so "
+                                         "the matrix is not SPD");
+  Eigen::MatrixXd inverse = llt.solve(Eigen::MatrixXd::Identity(h.rows, h.rows));
+  inverse = 0.5 * (inverse + inverse.transpose());  // exactly symmetric, so M^-1 is
+  std::vector<double> row_major(static_cast<size_t>(h.rows) * h.rows);
+  for (int32_t i = 0; i < h.rows; ++i)
+    for (int32_t j = 0; j < h.rows; ++j) row_major[static_cast<size_t>(i) * h.rows + j] = inverse(i, j);
+  coarse_inverse_ = DeviceArray<double>(row_major, "amg coarsest inverse");
+}
+
+void AmgPreconditioner::reserve(int k) const {
+  if (k <= reserved_k_) return;
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    const Level& L = levels_[l];
+    const size_t size = static_cast<size_t>(L.a->rows) * k;
+    if (l > 0) L.b = DeviceArray<double>(size, "amg level rhs"), L.x = DeviceArray<double>(size, "amg level solution");
+    if (l + 1 < levels_.size()) L.res = DeviceArray<double>(size, "amg level residual"), L.d = DeviceArray<double>(size, "amg smoother step");
+  }
+  reserved_k_ = k;
+}
+
+void AmgPreconditioner::cycle(size_t l, const double* b, double* x, int k, cudaStream_t s) const {
+  const Level& L = levels_[l];
+  if (l + 1 == levels_.size()) {  // x = A_c^-1 b
+    launch_dense_apply(coarse_rows_, k, coarse_inverse_.data(), b, x, s);
+    return;
+  }
+  const Level& next = levels_[l + 1];
+  const int64_t n = L.a->rows;
+  apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, true, L.res.data(), L.d.data(), k, s);  // pre-smooth from 0
+  CHECK_CUDA(cudaMemcpyAsync(L.res.data(), b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
+  L.op->apply(-1.0, x, 1.0, L.res.data(), k, s);             // res = b - A x
+  L.r->apply(1.0, L.res.data(), 0.0, next.b.data(), k, s);   // b_c = R res
+  cycle(l + 1, next.b.data(), next.x.data(), k, s);          // x_c = V-cycle(b_c)
+  L.p->apply(1.0, next.x.data(), 1.0, x, k, s);              // x += P x_c
+  apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, false, L.res.data(), L.d.data(), k, s);  // post-smooth
+}
+
+double AmgPreconditioner::bytes_per_apply(int k) const {
+  double bytes = 0;
+  for (size_t l = 0; l + 1 < levels_.size(); ++l) {
+    const Level& L = levels_[l];
+    const double a_bytes = L.op->bytes_per_apply(k), n = L.a->rows;
+    // two smoothings (one SpMV per step after the first, plus the residual of the post-smoothing), the
+    // residual, R and P
+    bytes += (2.0 * L.smoother.size() + 1) * a_bytes + 2 * L.smoother.size() * 48.0 * n * k + L.r->bytes_per_apply(k) +
+             L.p->bytes_per_apply(k);
+  }
+  bytes += 8.0 * coarse_rows_ * coarse_rows_ + 16.0 * coarse_rows_ * k;
+  return bytes;
+}
+
+}  // namespace
+
+AmgLibraryPreload::AmgLibraryPreload() : preload_(std::make_unique<SpgemmPreload>()) {}
+AmgLibraryPreload::~AmgLibraryPreload() = default;
+
+std::unique_ptr<PreconditionerOp> make_amg(const PreconditionerOptions& options, const PreconditionerInputs& inputs) {
+  return std::make_unique<AmgPreconditioner>(options, inputs);
+}
+
+}  // namespace spcg

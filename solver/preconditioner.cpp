@@ -1,0 +1,292 @@
+// The preconditioners behind PreconditionerOp (solver/preconditioner.hpp): Jacobi, block-Jacobi, Chebyshev
+// and the factory (AMG is solver/amg.cpp), the polynomial steps they and AMG's smoothers share, and auto.
+#include "preconditioner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "amg.hpp"
+#include "amg_kernels.hpp"
+#include "matrix_setup.hpp"
+#include "precond_ops.hpp"
+#include "solver.hpp"
+#include "spectrum.hpp"
+#include "thrust_ops.hpp"
+#include "vector_ops.hpp"
+
+namespace spcg {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string format(const char* fmt, double a, double b = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, fmt, a, b);
+  return buf;
+}
+
+// M = D^-1; the fused solver kernels take the diagonal itself, apply() serves the general paths.
+class JacobiPreconditioner final : public PreconditionerOp {
+ public:
+  JacobiPreconditioner(DeviceArray<double> dinv, double setup_ms)
+      : PreconditionerOp(static_cast<int64_t>(dinv.size())), dinv_(std::move(dinv)) {
+    report_.kind = Preconditioner::jacobi;
+    report_.phases = {{"inverse diagonal", setup_ms}};
+    report_.setup_ms = setup_ms;
+  }
+  void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
+    launch_row_scale(rows_, k, dinv_.data(), R, Z, s);
+  }
+  const double* inverse_diagonal() const override { return dinv_.data(); }
+  double bytes_per_apply(int k) const override { return 8.0 * rows_ + 16.0 * rows_ * k; }
+
+ private:
+  DeviceArray<double> dinv_;
+};
+
+// z = q(D^-1 A) D^-1 r: `degree` Chebyshev steps from zero on [lambda_max / ratio, lambda_max] of D^-1 A
+// (degree - 1 SpMVs). q(lambda) > 0 on the spectrum, so M^-1 is SPD; the interval's top comes from a few
+// Lanczos steps times a safety factor (Ritz values lie below the true lambda_max).
+class ChebyshevPreconditioner final : public PreconditionerOp {
+ public:
+  ChebyshevPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in)
+      : PreconditionerOp(in.op.rows()), a_(in.op) {
+    if (o.chebyshev_degree < 1 || o.chebyshev_degree > 64) throw UsageError("chebyshev: the degree must be 1..64");
+    if (!(o.chebyshev_ratio > 1)) throw UsageError("chebyshev: the eigenvalue ratio must be > 1");
+    const auto t0 = std::chrono::steady_clock::now();
+    dinv_ = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "chebyshev", 0);
+    const double diagonal_ms = ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    const SpectrumEstimate est = estimate_spectrum(a_, dinv_.data(), o.eigen_steps, 1, 0);
+    if (rows_ > 0 && (!est.finite || !(est.lambda_max > 0)))
+      throw InputError(in.matrix_name, 0, "chebyshev: the eigenvalue estimate of D^-1 A failed (" +
+                                              std::string(est.finite ? "lambda_max <= 0" : "NaN or Inf met") + ")");
+    lambda_max_ = o.lambda_max_safety * est.lambda_max;
+    lambda_min_ = lambda_max_ / o.chebyshev_ratio;
+    steps_ = PolynomialSteps::chebyshev(lambda_min_, lambda_max_, o.chebyshev_degree);
+    report_.kind = Preconditioner::chebyshev;
+    report_.lambda_min = lambda_min_, report_.lambda_max = lambda_max_;
+    report_.detail = "degree " + std::to_string(o.chebyshev_degree) + format(" on [%.4g, %.4g] of D^-1 A", lambda_min_, lambda_max_) +
+                     " (Lanczos " + std::to_string(est.steps) + " steps)";
+    report_.phases = {{"inverse diagonal", diagonal_ms}, {"eigenvalue estimate", ms_since(t1)}};
+    report_.setup_ms = ms_since(t0);
+  }
+  void reserve(int k) const override {
+    if (static_cast<int64_t>(res_.size()) >= rows_ * k) return;
+    res_ = DeviceArray<double>(rows_ * k, "chebyshev residual");
+    d_ = DeviceArray<double>(rows_ * k, "chebyshev step");
+  }
+  void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
+    apply_polynomial(a_, dinv_.data(), steps_, R, Z, true, res_.data(), d_.data(), k, s);
+  }
+  double bytes_per_apply(int k) const override {
+    return (steps_.size() - 1) * a_.bytes_per_apply(k) + steps_.size() * 48.0 * rows_ * k;
+  }
+  double lambda_max() const { return lambda_max_; }
+
+ private:
+  const LinearOperator& a_;
+  DeviceArray<double> dinv_;
+  double lambda_min_ = 0, lambda_max_ = 0;
+  PolynomialSteps steps_;
+  mutable DeviceArray<double> res_, d_;
+};
+
+// b x b diagonal blocks, inverted at setup by a Cholesky per block (one thread each), applied by one kernel.
+class BlockJacobiPreconditioner final : public PreconditionerOp {
+ public:
+  BlockJacobiPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in) : PreconditionerOp(in.op.rows()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const DeviceCsr& a = *in.matrix.device_csr();
+    std::string how;
+    b_ = o.block_size;
+    if (b_ < 0 || b_ > kBlockJacobiMaxSize)
+      throw UsageError("block-jacobi: --block-size must be 0 (detect) or 1.." + std::to_string(kBlockJacobiMaxSize));
+    if (b_ == 0) {
+      DeviceArray<int> ok(1, "node block check");
+      for (int candidate : {6, 5, 4, 3, 2}) {
+        const int one = 1;
+        CHECK_CUDA(cudaMemcpy(ok.data(), &one, sizeof one, cudaMemcpyHostToDevice));
+        launch_node_block_check(a, candidate, ok.data(), 0);
+        int result = 0;
+        CHECK_CUDA(cudaMemcpy(&result, ok.data(), sizeof result, cudaMemcpyDeviceToHost));
+        if (result && a.rows > 0) {
+          b_ = candidate;
+          how = " (detected: every row's columns come in aligned runs of " + std::to_string(candidate) + ")";
+          break;
+        }
+      }
+      if (b_ == 0) {
+        b_ = kDefaultBlock;
+        how = " (no node block structure found: contiguous rows)";
+      }
+    }
+    const double detect_ms = ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    const int64_t groups = (rows_ + b_ - 1) / b_;
+    inverses_ = DeviceArray<double>(static_cast<size_t>(groups) * b_ * b_, "block-Jacobi inverses");
+    DeviceArray<int32_t> bad(1, "block-Jacobi failure");
+    const int32_t none = INT32_MAX;
+    CHECK_CUDA(cudaMemcpy(bad.data(), &none, sizeof none, cudaMemcpyHostToDevice));
+    launch_block_jacobi_setup(a, b_, inverses_.data(), bad.data(), 0);
+    int32_t first_bad = none;
+    CHECK_CUDA(cudaMemcpy(&first_bad, bad.data(), sizeof first_bad, cudaMemcpyDeviceToHost));
+    if (first_bad != none)
+      throw InputError(in.matrix_name, 0, "block-jacobi: diagonal block " + std::to_string(first_bad + 1) + " (rows " +
+                                              std::to_string(int64_t{first_bad} * b_ + 1) + ".." +
+                                              std::to_string(std::min<int64_t>(rows_, (int64_t{first_bad} + 1) * b_)) +
+                                              ") is not positive definite, so the matrix is not SPD");
+    report_.kind = Preconditioner::block_jacobi;
+    report_.block_size = b_;
+    report_.detail = "blocks " + std::to_string(b_) + " x " + std::to_string(b_) + how;
+    report_.phases = {{"block size", detect_ms}, {"invert blocks", ms_since(t1)}};
+    report_.setup_ms = ms_since(t0);
+  }
+  void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
+    launch_block_jacobi_apply(rows_, b_, inverses_.data(), R, Z, k, s);
+  }
+  double bytes_per_apply(int k) const override { return 8.0 * b_ * rows_ + 16.0 * rows_ * k; }
+  int block_size() const { return b_; }
+
+ private:
+  static constexpr int kDefaultBlock = 4;
+  int b_ = 0;
+  DeviceArray<double> inverses_;
+};
+
+// auto's "none", kept only to carry its reason into the report: the solvers treat it as no preconditioner.
+class NoPreconditioner final : public PreconditionerOp {
+ public:
+  NoPreconditioner(int64_t rows, const std::string& reason) : PreconditionerOp(rows) {
+    report_.kind = Preconditioner::none;
+    report_.reason = reason;
+  }
+  void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
+    if (rows_ * k) CHECK_CUDA(cudaMemcpyAsync(Z, R, sizeof(double) * rows_ * k, cudaMemcpyDeviceToDevice, s));
+  }
+  double bytes_per_apply(int k) const override { return 16.0 * rows_ * k; }
+};
+
+}  // namespace
+
+std::unique_ptr<PreconditionerOp> make_jacobi(const std::vector<double>& inverse_diagonal) {
+  return std::make_unique<JacobiPreconditioner>(DeviceArray<double>(inverse_diagonal, "Jacobi inverse diagonal"), 0.0);
+}
+
+PolynomialSteps PolynomialSteps::chebyshev(double lambda_min, double lambda_max, int degree) {
+  // Saad, Alg. 12.1: theta the interval's centre, delta its half width, sigma = theta / delta
+  PolynomialSteps p;
+  const double theta = 0.5 * (lambda_max + lambda_min), delta = 0.5 * (lambda_max - lambda_min);
+  const double sigma = theta / delta;
+  double rho = 1.0 / sigma;
+  p.c1.push_back(0.0), p.c2.push_back(1.0 / theta);  // d_0 = S r / theta
+  for (int i = 1; i < degree; ++i) {
+    const double rho_next = 1.0 / (2.0 * sigma - rho);
+    p.c1.push_back(rho_next * rho);   // d_i = rho_i rho_{i-1} d_{i-1} + (2 rho_i / delta) S r_i
+    p.c2.push_back(2.0 * rho_next / delta);
+    rho = rho_next;
+  }
+  return p;
+}
+
+PolynomialSteps PolynomialSteps::jacobi_sweeps(int sweeps) {
+  PolynomialSteps p;
+  p.c1.assign(static_cast<size_t>(sweeps), 0.0);
+  p.c2.assign(static_cast<size_t>(sweeps), 1.0);
+  return p;
+}
+
+void apply_polynomial(const LinearOperator& A, const double* scale, const PolynomialSteps& steps, const double* b,
+                      double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s) {
+  const int64_t n = A.rows();
+  if (n == 0 || k == 0) return;
+  // res = b - A x
+  CHECK_CUDA(cudaMemcpyAsync(res, b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
+  if (!x_is_zero) A.apply(-1.0, x, 1.0, res, k, s);
+  for (int i = 0; i < steps.size(); ++i) {
+    if (i > 0) A.apply(-1.0, d, 1.0, res, k, s);  // res -= A d_{i-1}
+    // d_i = c1 d_{i-1} + c2 S res;  x += d_i
+    launch_chebyshev_step(n, k, scale, res, d, x, steps.c1[i], steps.c2[i], i == 0, x_is_zero && i == 0, s);
+  }
+}
+
+DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
+                                             cudaStream_t s) {
+  DeviceArray<double> d(static_cast<size_t>(a.rows), "inverse diagonal");
+  const DiagonalSummary sum = inverse_diagonal(a, d.data(), s);
+  if (sum.first_nonpositive != INT32_MAX) {
+    const double value = sum.first_value;
+    throw InputError(matrix_name, 0, std::string(who) + " needs a positive diagonal, but row " +
+                                         std::to_string(int64_t{sum.first_nonpositive} + 1) + " has diagonal " +
+                                         (value == 0 ? std::string("0 (zero or missing)") : format("%.6g", value)));
+  }
+  return d;
+}
+
+PreconditionerChoice choose_preconditioner(const MatrixSetup& matrix, const LinearOperator& op, double rtol) {
+  using Rule = AutoPreconditionerRule;
+  PreconditionerChoice c;
+  const int32_t n = matrix.rows();
+  const DeviceCsr& a = *matrix.device_csr();
+  DeviceArray<double> d(static_cast<size_t>(n), "auto: inverse diagonal");
+  const DiagonalSummary sum = inverse_diagonal(a, d.data(), 0);
+  const double lo = sum.min, hi = sum.max;
+  const bool positive = n > 0 && sum.first_nonpositive == INT32_MAX;
+  const std::string why_jacobi = positive ? "" : "; the diagonal is not positive";
+  if (positive && hi / lo - 1 <= Rule::constant_diagonal) {
+    c.kind = Preconditioner::none;
+    c.reason = format("constant diagonal (%.6g): Jacobi would only scale, and change no iterate", lo);
+    return c;
+  }
+  if (n < Rule::min_rows_for_amg || !positive) {
+    c.kind = positive ? Preconditioner::jacobi : Preconditioner::none;
+    c.reason = std::to_string(n) + " rows < " + std::to_string(Rule::min_rows_for_amg) +
+               ": latency-bound iterations, where no hierarchy's setup pays back" + why_jacobi;
+    return c;
+  }
+  const SpectrumEstimate est = estimate_spectrum(op, d.data(), Rule::lanczos_steps, 1, 0);
+  if (!est.finite || !(est.lambda_min > 0)) {
+    c.kind = Preconditioner::jacobi;
+    c.reason = "the Lanczos estimate of D^-1 A found no positive spectrum (indefinite?): Jacobi";
+    return c;
+  }
+  const double kappa = est.lambda_max / est.lambda_min;
+  const double iterations = 0.5 * std::sqrt(kappa) * std::log(2.0 / std::max(rtol, 1e-300));
+  c.kind = iterations >= Rule::amg_min_jacobi_iterations ? Preconditioner::amg : Preconditioner::jacobi;
+  c.reason = format("kappa(D^-1 A) >= %.3g (Lanczos): Jacobi-CG needs ~%.0f iterations", kappa, iterations) +
+             (c.kind == Preconditioner::amg ? " >= " : " < ") + std::to_string(static_cast<int>(Rule::amg_min_jacobi_iterations)) +
+             (c.kind == Preconditioner::amg ? ", where AMG's setup pays back" : ", too few for AMG's setup to pay back");
+  return c;
+}
+
+std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const PreconditionerOptions& o,
+                                                      const PreconditionerInputs& in) {
+  std::string reason;
+  if (kind == Preconditioner::automatic) {
+    const PreconditionerChoice choice = choose_preconditioner(in.matrix, in.op, in.rtol);
+    kind = choice.kind, reason = choice.reason;
+  }
+  std::unique_ptr<PreconditionerOp> m;
+  switch (kind) {
+    case Preconditioner::none:
+    case Preconditioner::automatic: break;
+    case Preconditioner::jacobi: {
+      const auto t0 = std::chrono::steady_clock::now();
+      DeviceArray<double> dinv = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "Jacobi preconditioner", 0);
+      m = std::make_unique<JacobiPreconditioner>(std::move(dinv), ms_since(t0));
+      break;
+    }
+    case Preconditioner::block_jacobi: m = std::make_unique<BlockJacobiPreconditioner>(o, in); break;
+    case Preconditioner::chebyshev: m = std::make_unique<ChebyshevPreconditioner>(o, in); break;
+    case Preconditioner::amg: m = make_amg(o, in); break;
+  }
+  if (!m && !reason.empty()) m = std::make_unique<NoPreconditioner>(in.op.rows(), reason);  // auto chose none: say why
+  if (m && !reason.empty()) m->set_reason(reason);
+  return m;
+}
+
+}  // namespace spcg

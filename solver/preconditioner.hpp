@@ -1,0 +1,102 @@
+#pragma once
+// M^-1 for the solvers: one interface for every preconditioner, as LinearOperator is for every kernel. cg,
+// multi-cg and block-cg call apply() on n x k blocks and never know which preconditioner it is; Jacobi also
+// hands out its inverse diagonal, which the fused solver kernels apply in the same pass as their updates.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_array.hpp"
+#include "device_formats.hpp"
+#include "linear_operator.hpp"
+#include "spcg/solve_types.hpp"
+
+namespace spcg {
+
+class MatrixSetup;
+
+class PreconditionerOp {
+ public:
+  virtual ~PreconditionerOp() = default;
+  // Z = M^-1 R for n x k row-major blocks; Z must not alias R. Only enqueues work on `stream` (no
+  // synchronisation, no allocation after reserve(k)), so a CUDA graph may capture it.
+  virtual void apply(const double* R, double* Z, int k, cudaStream_t stream) const = 0;
+  // Allocates the workspaces apply needs for blocks of up to k columns (call before apply, outside a capture).
+  virtual void reserve(int /*k*/) const {}
+  // Jacobi: D^-1 on the device, for the fused paths; others: null.
+  virtual const double* inverse_diagonal() const { return nullptr; }
+  // Device bytes one apply moves at width k (the kernel table's bandwidth column).
+  virtual double bytes_per_apply(int k) const = 0;
+  const PreconditionerReport& report() const { return report_; }
+  void set_reason(std::string reason) { report_.reason = std::move(reason); }  // auto's
+  int64_t rows() const { return rows_; }
+
+ protected:
+  explicit PreconditionerOp(int64_t rows) : rows_(rows) {}
+  PreconditionerReport report_;
+  int64_t rows_;
+};
+
+// Jacobi from a host inverse diagonal (tests, the benchmark).
+std::unique_ptr<PreconditionerOp> make_jacobi(const std::vector<double>& inverse_diagonal);
+
+// What a preconditioner is built from: the matrix (its device CSR and statistics), A's operator (the fine
+// level's SpMV/SpMM), the options for the operators it builds itself (AMG's levels), and the matrix's name for
+// errors. The operator must outlive the preconditioner.
+struct PreconditionerInputs {
+  const MatrixSetup& matrix;
+  const LinearOperator& op;
+  OperatorOptions operator_options;
+  std::string matrix_name = "matrix";
+  int expected_columns = 1;
+  double rtol = 1e-8;  // auto: the tolerance its iteration estimate is for
+};
+
+// The preconditioner `kind` (automatic resolves by choose_preconditioner), set up on the device; none gives
+// a null pointer. Throws InputError for a matrix it cannot precondition (a non-positive diagonal or block, an
+// indefinite coarsest level), DeviceMemoryError when the hierarchy does not fit.
+std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const PreconditionerOptions& options,
+                                                      const PreconditionerInputs& inputs);
+
+// auto: the preconditioner for this matrix, from its statistics, with the reason (printed like kernel auto's).
+// auto's rule (measured: docs/perf-notes.md, "Preconditioners: auto"). A constant diagonal makes Jacobi a
+// scaling that changes no iterate: none. Below min_rows_for_amg rows an iteration of Jacobi-CG is a few
+// microseconds of launch latency and an AMG setup (tens of milliseconds) cannot pay back: Jacobi. Above, AMG
+// when Jacobi-CG is predicted to need at least amg_min_jacobi_iterations, from kappa(D^-1 A) by Lanczos:
+// iterations ~ sqrt(kappa) / 2 ln(2 / rtol). A few Lanczos steps underestimate kappa (lambda_min's Ritz value
+// lies above the truth), which errs towards Jacobi. H100: AMG's setup + solve beat Jacobi-CG's from about
+// 1200-1900 Jacobi iterations on 1-8M-row problems.
+struct AutoPreconditionerRule {
+  static constexpr int32_t min_rows_for_amg = 100000;
+  static constexpr int lanczos_steps = 20;
+  static constexpr double amg_min_jacobi_iterations = 1500;
+  static constexpr double constant_diagonal = 1e-12;  // max / min - 1 below this: constant
+};
+struct PreconditionerChoice {
+  Preconditioner kind = Preconditioner::jacobi;
+  std::string reason;
+};
+PreconditionerChoice choose_preconditioner(const MatrixSetup& matrix, const LinearOperator& op, double rtol);
+
+// The inverse diagonal on the device, checked: InputError naming the first row with a_ii <= 0.
+DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
+                                             cudaStream_t stream);
+
+// A polynomial smoother x <- x + q(S A)(b - A x) in steps (solver/chebyshev.cpp): each step d = c1 d + c2 S res,
+// x += d, res -= A d, with S a diagonal scaling. Chebyshev on [lambda_max / ratio, lambda_max] of S A when
+// S = D^-1; l1-Jacobi sweeps (c1 = 0, c2 = 1) when S is the l1 scaling. The same coefficients before and after
+// a coarse correction keep a V-cycle symmetric.
+struct PolynomialSteps {
+  std::vector<double> c1, c2;  // per step
+  static PolynomialSteps chebyshev(double lambda_min, double lambda_max, int degree);
+  static PolynomialSteps jacobi_sweeps(int sweeps);
+  int size() const { return static_cast<int>(c1.size()); }
+};
+// x = q(S A) S b (x_is_zero: x is written, not read) or x += q(S A) S (b - A x). res, d: n x k workspaces.
+// Enqueues only (capturable).
+void apply_polynomial(const LinearOperator& A, const double* scale, const PolynomialSteps& steps, const double* b,
+                      double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s);
+
+}  // namespace spcg

@@ -1,0 +1,506 @@
+// Preconditioners (issue #24) against host references with Eigen: the device aggregation equals the host rule,
+// the device Galerkin product equals P'AP, the coarsest solve equals Eigen's LLT, Chebyshev equals its
+// polynomial evaluated through S's eigen-decomposition, block-Jacobi equals Eigen's block inverses; every apply
+// is symmetric and positive, k columns equal k single applies; the V-cycle contracts; PCG converges with each
+// preconditioner and each solver; planted failures report their status. GPU tests skip without a device.
+#include <gtest/gtest.h>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Dense>
+#include <Eigen/Eigenvalues>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "aggregation.hpp"
+#include "amg_kernels.hpp"
+#include "eigen_bridge.hpp"
+#include "generators.hpp"
+#include "matrix_market.hpp"
+#include "matrix_setup.hpp"
+#include "precond_ops.hpp"
+#include "preconditioner.hpp"
+#include "registry.hpp"
+#include "solver.hpp"
+#include "spcg/spcg.hpp"
+#include "test_util.hpp"
+
+using namespace spcg;
+
+namespace {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+class GpuPrecond : public ::testing::Test {
+ protected:
+  void SetUp() override { SPCG_REQUIRE_GPU(); }
+  void TearDown() override {
+    std::string why;
+    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
+CsrMatrix input(const std::string& name) { return read_matrix_market(spcg::test::input(name)).matrix; }
+
+// A matrix set up as the solver sets it up: the matrix, its operator, and the preconditioner on top.
+struct Built {
+  std::unique_ptr<CsrMatrix> a;
+  std::unique_ptr<MatrixSetup> setup;
+  std::unique_ptr<LinearOperator> op;
+  std::unique_ptr<PreconditionerOp> m;
+};
+Built build(const CsrMatrix& a, Preconditioner kind, const PreconditionerOptions& o = {}, int k = 1) {
+  Built b;
+  b.a = std::make_unique<CsrMatrix>(a);
+  b.setup = std::make_unique<MatrixSetup>(*b.a);
+  OperatorOptions oo;
+  oo.deterministic = true;
+  oo.expected_k = k;
+  b.op = make_operator("auto", *b.setup, oo);
+  PreconditionerInputs in{*b.setup, *b.op, oo, "test matrix", k};
+  b.m = make_preconditioner(kind, o, in);
+  return b;
+}
+
+DenseBlock random_dense(int32_t n, int k, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  DenseBlock b(n, k);
+  for (double& v : b.data) v = u(g);
+  return b;
+}
+
+// Z = M^-1 R on the device; Z is poisoned with NaN first, so an entry the apply does not write shows.
+DenseBlock apply(const PreconditionerOp& m, const DenseBlock& r) {
+  DeviceBlock R(r.rows, r.cols), Z(r.rows, r.cols);
+  R.values.upload(r.data);
+  Z.values.upload(HostVector<double>(r.data.size(), std::numeric_limits<double>::quiet_NaN()));
+  m.reserve(r.cols);
+  m.apply(R.data(), Z.data(), r.cols, 0);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  DenseBlock z(r.rows, r.cols);
+  z.data = Z.values.download<HostVector<double>>();
+  return z;
+}
+
+double column_dot(const DenseBlock& a, const DenseBlock& b, int j) {
+  long double s = 0;
+  for (int32_t i = 0; i < a.rows; ++i) s += static_cast<long double>(a.at(i, j)) * b.at(i, j);
+  return static_cast<double>(s);
+}
+double column_norm(const DenseBlock& a, int j) { return std::sqrt(column_dot(a, a, j)); }
+
+Eigen::MatrixXd dense(const CsrMatrix& a) {
+  Eigen::MatrixXd d = Eigen::MatrixXd::Zero(a.rows, a.cols);
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) d(i, a.col_idx[p]) += a.values[p];
+  return d;
+}
+
+bool columns_sorted(const CsrMatrix& a) {
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i] + 1; p < a.row_ptr[i + 1]; ++p)
+      if (a.col_idx[p - 1] >= a.col_idx[p]) return false;
+  return true;
+}
+
+std::vector<std::pair<std::string, CsrMatrix>> aggregation_cases() {
+  CsrMatrix isolated;  // no strong connections at all
+  isolated.rows = isolated.cols = 5, isolated.row_ptr = {0, 1, 2, 3, 4, 5}, isolated.col_idx = {0, 1, 2, 3, 4};
+  isolated.values = {1, 2, 3, 4, 5};
+  return {{"diagonal", isolated},
+          {"poisson2d:20", generate("poisson2d:20")},
+          {"poisson3d:9", generate("poisson3d:9")},
+          {"jump3d:8", generate("jump3d:8")},
+          {"powerlaw:500", generate("powerlaw:500")},
+          {"nos4", input("nos4.mtx")},
+          {"bcsstk01", input("bcsstk01.mtx")}};
+}
+
+TEST_F(GpuPrecond, DeviceStrengthAndAggregatesEqualTheHostRule) {
+  for (const auto& [name, a] : aggregation_cases())
+    for (const uint64_t seed : {0, 7}) {
+      const std::string what = name + " seed " + std::to_string(seed);
+      const auto d = upload_csr_shared(a);
+      DeviceArray<double> diag(static_cast<size_t>(a.rows));
+      launch_diagonal(*d, diag.data(), 0);
+      const DeviceCsr g = strength_graph(*d, diag.data(), 0.08, 0);
+      const CsrMatrix host_g = strength_graph(a, 0.08);
+      const CsrMatrix dev_g = download_csr(g);
+      EXPECT_EQ(dev_g.row_ptr, host_g.row_ptr) << what;
+      EXPECT_EQ(dev_g.col_idx, host_g.col_idx) << what;
+      const DeviceAggregates agg = aggregate_on_device(g, seed, 0);
+      const Aggregates host = aggregate(host_g, seed);
+      EXPECT_EQ(agg.count, host.count) << what;
+      EXPECT_EQ(agg.of.download(), host.of) << what;
+      // the tentative prolongator: one entry per row, P'P = I
+      const CsrMatrix p = download_csr(tentative_prolongator(agg, a.rows, 0));
+      const CsrMatrix hp = tentative_prolongator(host);
+      EXPECT_EQ(p.col_idx, hp.col_idx) << what;
+      for (size_t i = 0; i < p.values.size(); ++i) EXPECT_EQ(p.values[i], hp.values[i]) << what;
+    }
+}
+
+// The device's P (smoothed or plain), R = P' and A_c = R A P against Eigen's products of the host pieces.
+TEST_F(GpuPrecond, GalerkinProductEqualsEigen) {
+  for (const auto& [name, a] : std::vector<std::pair<std::string, CsrMatrix>>{
+           {"poisson2d:24", generate("poisson2d:24")}, {"jump3d:8", generate("jump3d:8")},
+           {"bcsstk01", input("bcsstk01.mtx")}, {"nos6", input("nos6.mtx")}, {"powerlaw:400", generate("powerlaw:400")}})
+    for (const bool smoothed : {true, false}) {
+      const std::string what = name + (smoothed ? " smoothed" : " plain");
+      const double omega = 0.6;
+      const auto d = upload_csr_shared(a);
+      DeviceArray<double> diag(static_cast<size_t>(a.rows)), dinv(static_cast<size_t>(a.rows));
+      launch_diagonal(*d, diag.data(), 0);
+      const DeviceArray<double> di = checked_inverse_diagonal(*d, name, "test", 0);
+      const DeviceCsr g = strength_graph(*d, diag.data(), 0.08, 0);
+      const DeviceAggregates agg = aggregate_on_device(g, 0, 0);
+      DeviceCsr p0 = tentative_prolongator(agg, a.rows, 0);
+      DeviceCsr p;
+      if (smoothed) {
+        p = spgemm(*d, p0, 0);
+        smooth_prolongator(p, agg, p0, di.data(), omega, 0);
+      } else {
+        p = std::move(p0);
+      }
+      const DeviceCsr r = transpose(p, 0);
+      const DeviceCsr ap = spgemm(*d, p, 0);
+      const DeviceCsr ac = spgemm(r, ap, 0);
+      const CsrMatrix hp = download_csr(p), hr = download_csr(r), hac = download_csr(ac);
+      EXPECT_TRUE(columns_sorted(hp) && columns_sorted(hr) && columns_sorted(hac)) << what << ": unsorted columns";
+      // host reference
+      const Eigen::MatrixXd A = dense(a);
+      const Eigen::MatrixXd P0 = dense(tentative_prolongator(aggregate(strength_graph(a, 0.08), 0)));
+      Eigen::MatrixXd P = P0;
+      if (smoothed) P = P0 - omega * A.diagonal().cwiseInverse().asDiagonal() * A * P0;
+      const Eigen::MatrixXd Ac = P.transpose() * A * P;
+      const double scale_p = P.cwiseAbs().maxCoeff(), scale_a = A.cwiseAbs().maxCoeff() * std::max(1.0, P.cwiseAbs().maxCoeff());
+      const double n = a.rows;
+      EXPECT_LE((dense(hp) - P).cwiseAbs().maxCoeff(), 16 * kEps * n * scale_p) << what << ": P";
+      EXPECT_LE((dense(hr) - P.transpose()).cwiseAbs().maxCoeff(), 16 * kEps * n * scale_p) << what << ": R";
+      EXPECT_LE((dense(hac) - Ac).cwiseAbs().maxCoeff(), 64 * kEps * n * scale_a) << what << ": R A P";
+    }
+}
+
+TEST_F(GpuPrecond, CoarsestSolveEqualsEigenLlt) {
+  const CsrMatrix a = generate("poisson2d:16");  // 256 rows: one level, solved densely
+  PreconditionerOptions o;
+  o.coarse_rows = 256;
+  const Built b = build(a, Preconditioner::amg, o, 2);
+  ASSERT_EQ(b.m->report().levels.size(), 1u);
+  const DenseBlock r = random_dense(a.rows, 2, 3);
+  const DenseBlock z = apply(*b.m, r);
+  const Eigen::LLT<Eigen::MatrixXd> llt(dense(a));
+  for (int j = 0; j < 2; ++j) {
+    Eigen::VectorXd rj(a.rows);
+    for (int32_t i = 0; i < a.rows; ++i) rj[i] = r.at(i, j);
+    const Eigen::VectorXd zj = llt.solve(rj);
+    for (int32_t i = 0; i < a.rows; ++i) EXPECT_NEAR(z.at(i, j), zj[i], 1e3 * kEps * a.rows * zj.cwiseAbs().maxCoeff());
+  }
+}
+
+// z = q(D^-1 A) D^-1 r with 1 - lambda q(lambda) = T_d((theta - lambda) / delta) / T_d(theta / delta), evaluated
+// through the eigen-decomposition of S = D^-1/2 A D^-1/2 (a route independent of the device's recurrence).
+TEST_F(GpuPrecond, ChebyshevEqualsItsPolynomial) {
+  auto chebyshev_t = [](int d, double x) {
+    double t0 = 1, t1 = x;
+    if (d == 0) return t0;
+    for (int i = 1; i < d; ++i) std::tie(t0, t1) = std::make_pair(t1, 2 * x * t1 - t0);
+    return t1;
+  };
+  for (const auto& [name, a] : std::vector<std::pair<std::string, CsrMatrix>>{
+           {"poisson2d:12", generate("poisson2d:12")}, {"bcsstk01", input("bcsstk01.mtx")}, {"nos4", input("nos4.mtx")}})
+    for (const int degree : {1, 2, 3, 5}) {
+      const std::string what = name + " degree " + std::to_string(degree);
+      PreconditionerOptions o;
+      o.chebyshev_degree = degree;
+      const Built b = build(a, Preconditioner::chebyshev, o, 2);
+      const double lmin = b.m->report().lambda_min, lmax = b.m->report().lambda_max;
+      ASSERT_GT(lmax, lmin) << what;
+      const Eigen::MatrixXd A = dense(a);
+      const Eigen::VectorXd droot = A.diagonal().cwiseSqrt().cwiseInverse();
+      const Eigen::MatrixXd S = droot.asDiagonal() * A * droot.asDiagonal();
+      const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(S);
+      const double theta = 0.5 * (lmax + lmin), delta = 0.5 * (lmax - lmin);
+      Eigen::VectorXd q(a.rows);
+      for (int32_t i = 0; i < a.rows; ++i) {
+        const double l = eig.eigenvalues()[i];
+        q[i] = (1 - chebyshev_t(degree, (theta - l) / delta) / chebyshev_t(degree, theta / delta)) / l;
+      }
+      const Eigen::MatrixXd M = droot.asDiagonal() * eig.eigenvectors() * q.asDiagonal() *
+                                eig.eigenvectors().transpose() * droot.asDiagonal();
+      const DenseBlock r = random_dense(a.rows, 2, 11);
+      const DenseBlock z = apply(*b.m, r);
+      for (int j = 0; j < 2; ++j) {
+        Eigen::VectorXd rj(a.rows);
+        for (int32_t i = 0; i < a.rows; ++i) rj[i] = r.at(i, j);
+        const Eigen::VectorXd zj = M * rj;
+        const double scale = zj.cwiseAbs().maxCoeff();
+        for (int32_t i = 0; i < a.rows; ++i) EXPECT_NEAR(z.at(i, j), zj[i], 1e4 * kEps * a.rows * scale) << what;
+      }
+    }
+}
+
+TEST_F(GpuPrecond, BlockJacobiEqualsEigenBlockInverses) {
+  for (const auto& [name, a, b_wanted] : std::vector<std::tuple<std::string, CsrMatrix, int>>{
+           {"bcsstk01 (detected)", input("bcsstk01.mtx"), 0},
+           {"poisson2d:7, b = 4 (49 rows: a short last block)", generate("poisson2d:7"), 4},
+           {"nos4, b = 1", input("nos4.mtx"), 1}}) {
+    PreconditionerOptions o;
+    o.block_size = b_wanted;
+    const Built built = build(a, Preconditioner::block_jacobi, o, a.rows);
+    const int b = built.m->report().block_size;
+    ASSERT_GE(b, 1) << name;
+    if (b_wanted) EXPECT_EQ(b, b_wanted) << name;
+    DenseBlock identity(a.rows, a.rows, 0.0);
+    for (int32_t i = 0; i < a.rows; ++i) identity.at(i, i) = 1.0;
+    const DenseBlock z = apply(*built.m, identity);  // M^-1 itself
+    const Eigen::MatrixXd A = dense(a);
+    for (int32_t first = 0; first < a.rows; first += b) {
+      const int m = std::min<int32_t>(b, a.rows - first);
+      const Eigen::MatrixXd inv = A.block(first, first, m, m).inverse();
+      for (int32_t i = 0; i < a.rows; ++i)
+        for (int32_t j = 0; j < a.rows; ++j) {
+          const bool inside = i >= first && i < first + m && j >= first && j < first + m;
+          if (i < first || i >= first + m) continue;
+          const double want = inside ? inv(i - first, j - first) : 0.0;
+          ASSERT_NEAR(z.at(i, j), want, 1e3 * kEps * inv.cwiseAbs().maxCoeff() * b) << name << " entry " << i << "," << j;
+        }
+    }
+  }
+}
+
+// Every preconditioner: x'My = y'Mx and x'Mx > 0 on random vectors; a k-column apply equals k single applies;
+// the same apply twice gives the same bits.
+TEST_F(GpuPrecond, AppliesAreSymmetricPositiveAndColumnwise) {
+  const std::vector<std::pair<std::string, CsrMatrix>> cases = {
+      {"poisson2d:40", generate("poisson2d:40")}, {"jump3d:10", generate("jump3d:10")},
+      {"bcsstk01", input("bcsstk01.mtx")},        {"nos6", input("nos6.mtx")},
+      {"powerlaw:2000", generate("powerlaw:2000")}, {"1x1", generate("poisson2d:1")}};
+  for (const auto& [name, a] : cases)
+    for (const Preconditioner kind :
+         {Preconditioner::jacobi, Preconditioner::block_jacobi, Preconditioner::chebyshev, Preconditioner::amg}) {
+      const std::string what = name + " " + name_of(kind);
+      PreconditionerOptions o;
+      o.coarse_rows = 50;  // several levels even on small matrices
+      const int k = 3;
+      const Built b = build(a, kind, o, k);
+      ASSERT_NE(b.m, nullptr) << what;
+      const DenseBlock x = random_dense(a.rows, k, 21), y = random_dense(a.rows, k, 22);
+      const DenseBlock mx = apply(*b.m, x), my = apply(*b.m, y), my2 = apply(*b.m, y);
+      EXPECT_EQ(std::memcmp(my.data.data(), my2.data.data(), my.data.size() * sizeof(double)), 0) << what << ": not repeatable";
+      const double n = a.rows;
+      for (int j = 0; j < k; ++j) {
+        const double xmy = column_dot(x, my, j), ymx = column_dot(y, mx, j);
+        EXPECT_LE(std::abs(xmy - ymx), 100 * kEps * n * column_norm(x, j) * column_norm(my, j)) << what << " column " << j;
+        EXPECT_GT(column_dot(x, mx, j), 0.0) << what << " column " << j;
+        DenseBlock yj(a.rows, 1);
+        for (int32_t i = 0; i < a.rows; ++i) yj.at(i, 0) = y.at(i, j);
+        const DenseBlock mj = apply(*b.m, yj);
+        for (int32_t i = 0; i < a.rows; ++i)
+          ASSERT_NEAR(mj.at(i, 0), my.at(i, j), 100 * kEps * n * column_norm(my, j)) << what << " row " << i;
+      }
+    }
+}
+
+// The V-cycle as a stationary iteration, e <- (I - M^-1 A) e: the A-norm of the error per cycle (after five
+// cycles) stays within the factor measured for each configuration on the H100 (docs/perf-notes.md,
+// "Preconditioners"). The issue's 0.2 is met on 3D Poisson with a Chebyshev smoother of degree 4 (0.165); 2D
+// Poisson's best is 0.33 (degree 3 on [lambda_max / 20, lambda_max]): not reached there.
+TEST_F(GpuPrecond, VCycleContractsTheError) {
+  struct Config {
+    std::string spec;
+    AmgProlongator prolongator;
+    AmgSmoother smoother;
+    int degree;
+    double ratio;
+    double limit;  // measured + margin
+  };
+  const auto sm = AmgProlongator::smoothed;
+  const auto cheb = AmgSmoother::chebyshev;
+  for (const Config& cfg : {Config{"poisson3d:16", sm, cheb, 4, 8, 0.2}, Config{"poisson3d:16", sm, cheb, 3, 8, 0.25},
+                            Config{"poisson3d:16", sm, cheb, 2, 20, 0.5}, Config{"poisson2d:64", sm, cheb, 3, 20, 0.36},
+                            Config{"poisson2d:64", sm, cheb, 2, 20, 0.5}, Config{"poisson2d:64", sm, AmgSmoother::l1_jacobi, 2, 0, 0.9},
+                            Config{"poisson2d:64", AmgProlongator::plain, cheb, 2, 20, 0.66},
+                            Config{"poisson3d:16", AmgProlongator::plain, cheb, 2, 20, 0.5}}) {
+      const std::string& spec = cfg.spec;
+      const AmgProlongator prolongator = cfg.prolongator;
+      const CsrMatrix a = generate(spec);
+      PreconditionerOptions o;
+      o.prolongator = prolongator;
+      o.smoother = cfg.smoother;
+      o.smoother_degree = cfg.degree;
+      if (cfg.ratio > 0) o.smoother_ratio = cfg.ratio;
+      o.coarse_rows = 100;
+      const Built b = build(a, Preconditioner::amg, o, 1);
+      ASSERT_GE(b.m->report().levels.size(), 2u) << spec;
+      const auto A = to_eigen(a);
+      DenseBlock e = random_dense(a.rows, 1, 5);
+      auto a_norm = [&](const DenseBlock& v) {
+        const Eigen::Map<const Eigen::VectorXd> ev(v.data.data(), v.rows);
+        return std::sqrt(ev.dot(A * ev));
+      };
+      double before = a_norm(e), ratio = 1;
+      for (int cycle = 0; cycle < 6; ++cycle) {
+        DenseBlock ae(a.rows, 1);
+        const Eigen::Map<const Eigen::VectorXd> ev(e.data.data(), e.rows);
+        Eigen::Map<Eigen::VectorXd>(ae.data.data(), a.rows) = A * ev;
+        const DenseBlock c = apply(*b.m, ae);
+        for (int32_t i = 0; i < a.rows; ++i) e.at(i, 0) -= c.at(i, 0);
+        const double after = a_norm(e);
+        ratio = after / before;
+        before = after;
+      }
+      std::printf("contraction %s %s %s %d ratio %g: %.4f\n", spec.c_str(), name_of(prolongator), name_of(cfg.smoother),
+                  cfg.degree, cfg.ratio, ratio);
+      EXPECT_LE(ratio, cfg.limit) << spec << " " << name_of(prolongator) << " " << name_of(cfg.smoother) << " "
+                                  << cfg.degree << " ratio " << cfg.ratio << ": contraction per cycle";
+    }
+}
+
+int max_iterations(const SolveResult& r) {
+  int m = 0;
+  for (const auto& c : r.columns) m = std::max(m, c.iterations);
+  return m;
+}
+
+// Through the public solver: every preconditioner with cg, multi-cg and block-cg converges, with a true
+// residual at the tolerance; AMG, and block-Jacobi on node-structured files, need at most Jacobi's iterations.
+TEST_F(GpuPrecond, PcgConvergesWithEveryPreconditionerAndSolver) {
+  const std::vector<std::pair<std::string, CsrMatrix>> cases = {
+      {"bcsstk01", input("bcsstk01.mtx")}, {"bcsstk21", input("bcsstk21.mtx")}, {"nos4", input("nos4.mtx")},
+      {"nos6", input("nos6.mtx")},         {"fv1", input("fv1.mtx")},           {"jump3d:12", generate("jump3d:12")},
+      {"poisson2d:60", generate("poisson2d:60")}};
+  for (const auto& [name, a] : cases)
+    for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
+      const int k = solver == SolverKind::cg ? 1 : 3;
+      std::map<Preconditioner, int> its;
+      for (const Preconditioner kind : {Preconditioner::jacobi, Preconditioner::block_jacobi, Preconditioner::chebyshev,
+                                        Preconditioner::amg, Preconditioner::automatic}) {
+        const std::string what = name + " " + name_of(solver) + " " + name_of(kind);
+        SolverOptions so;
+        so.solver = solver, so.expected_columns = k, so.precond = kind, so.backend = Backend::gpu;
+        so.iteration.stop = {1e-8, 0, 20000};
+        so.precond_options.coarse_rows = 100;
+        Solver s(a, so);
+        DenseBlock x;
+        const SolveResult r = s.solve(RhsKind::random, k, 9, x);
+        ASSERT_TRUE(r.all_converged()) << what << ": " << to_string(r.columns[0].status);
+        for (const auto& c : r.columns) EXPECT_LE(c.true_residual, 1e-6 * c.b_norm) << what;
+        its[kind] = max_iterations(r);
+      }
+      const std::string what = name + " " + name_of(solver);
+      EXPECT_LE(its[Preconditioner::amg], its[Preconditioner::jacobi]) << what << ": AMG vs Jacobi";
+      EXPECT_LE(its[Preconditioner::chebyshev], its[Preconditioner::jacobi]) << what << ": Chebyshev vs Jacobi";
+      // block-Jacobi is meant to help where it found the node blocks (bcsstk01: 6 unknowns per node); on
+      // bcsstk21, whose rows do not come in aligned runs, it takes contiguous 4 x 4 blocks and may not
+      if (name == "bcsstk01")
+        EXPECT_LE(its[Preconditioner::block_jacobi], its[Preconditioner::jacobi]) << what << ": block-Jacobi vs Jacobi";
+    }
+}
+
+TEST_F(GpuPrecond, DeterministicSolvesAreBitwiseRepeatable) {
+  const CsrMatrix a = generate("jump3d:12");
+  for (const Preconditioner kind : {Preconditioner::block_jacobi, Preconditioner::chebyshev, Preconditioner::amg})
+    for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
+      SolverOptions so;
+      so.solver = solver, so.expected_columns = 4, so.precond = kind, so.backend = Backend::gpu;
+      so.iteration.deterministic = true;
+      so.kernel = "csr-vector";  // auto's timed trial may pick another kernel in another setup
+      so.precond_options.coarse_rows = 100;
+      Solver s(a, so);
+      DenseBlock x1, x2;
+      const SolveResult r1 = s.solve(RhsKind::random, 4, 3, x1), r2 = s.solve(RhsKind::random, 4, 3, x2);
+      EXPECT_TRUE(r1.all_converged());
+      EXPECT_EQ(std::memcmp(x1.data.data(), x2.data.data(), x1.data.size() * sizeof(double)), 0)
+          << name_of(kind) << " " << name_of(solver);
+      Solver again(a, so);  // a fresh setup gives the same hierarchy, so the same bits
+      DenseBlock x3;
+      again.solve(RhsKind::random, 4, 3, x3);
+      EXPECT_EQ(std::memcmp(x1.data.data(), x3.data.data(), x1.data.size() * sizeof(double)), 0)
+          << name_of(kind) << " " << name_of(solver) << ": new setup";
+    }
+}
+
+// Planted failures: an indefinite matrix with a positive diagonal never reports converged, and says why; an
+// indefinite diagonal block is named by block-Jacobi's setup.
+TEST_F(GpuPrecond, PlantedFailuresReportTheirStatus) {
+  CsrMatrix indefinite = generate("poisson2d:20");  // diagonal 4, eigenvalues in (0, 8): shift by -2.5
+  for (int32_t i = 0; i < indefinite.rows; ++i)
+    for (int32_t p = indefinite.row_ptr[i]; p < indefinite.row_ptr[i + 1]; ++p)
+      if (indefinite.col_idx[p] == i) indefinite.values[p] -= 2.5;
+  for (const Preconditioner kind : {Preconditioner::block_jacobi, Preconditioner::chebyshev, Preconditioner::amg})
+    for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
+      const std::string what = std::string(name_of(kind)) + " " + name_of(solver);
+      SolverOptions so;
+      so.solver = solver, so.expected_columns = 2, so.precond = kind, so.backend = Backend::gpu;
+      so.precond_options.coarse_rows = 60;
+      so.precond_options.block_size = 2;
+      so.iteration.stop.max_iterations = 3000;
+      try {
+        Solver s(indefinite, so);
+        DenseBlock x;
+        const SolveResult r = s.solve(RhsKind::random, 2, 1, x);
+        EXPECT_FALSE(r.all_converged()) << what;
+        for (const auto& c : r.columns)
+          EXPECT_TRUE(c.status == ColumnStatus::breakdown || c.status == ColumnStatus::precond_not_positive ||
+                      c.status == ColumnStatus::max_iterations || c.status == ColumnStatus::non_finite)
+              << what << ": " << to_string(c.status);
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("not"), std::string::npos) << what << ": " << e.what();
+      }
+    }
+  // rows 3-4 (block 2 of size 2) form [[1, 2], [2, 1]] (positive diagonal, indefinite); the rest is the identity
+  CsrMatrix m;
+  m.rows = m.cols = 6;
+  m.row_ptr = {0, 1, 2, 4, 6, 7, 8};
+  m.col_idx = {0, 1, 2, 3, 2, 3, 4, 5};
+  m.values = {1, 1, 1, 2, 2, 1, 1, 1};
+  SolverOptions so;
+  so.precond = Preconditioner::block_jacobi, so.backend = Backend::gpu;
+  so.precond_options.block_size = 2;
+  try {
+    Solver s(m, so);
+    FAIL() << "block-Jacobi accepted an indefinite block";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("diagonal block 2 (rows 3..4) is not positive definite"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PrecondOptions, NamesParseAndHostBackendRefusesGpuOnlyPreconditioners) {
+  EXPECT_EQ(parse_option<Preconditioner>("amg"), Preconditioner::amg);
+  EXPECT_EQ(parse_option<Preconditioner>("block-jacobi"), Preconditioner::block_jacobi);
+  EXPECT_EQ(parse_option<Preconditioner>("auto"), Preconditioner::automatic);
+  EXPECT_EQ(parse_option<AmgSmoother>("l1-jacobi"), AmgSmoother::l1_jacobi);
+  EXPECT_FALSE(parse_option<Preconditioner>("ilu").has_value());
+  SolverOptions so;
+  so.backend = Backend::host, so.precond = Preconditioner::amg;
+  EXPECT_THROW(Solver(generate("poisson2d:5"), so), UsageError);
+  so.precond = Preconditioner::automatic;  // auto on the host: Jacobi
+  Solver s(generate("poisson2d:5"), so);
+  DenseBlock x;
+  EXPECT_TRUE(s.solve(RhsKind::ones, 1, 0, x).all_converged());
+}
+
+TEST(ChebyshevSteps, CoefficientsFollowTheRecurrence) {
+  // degree 1: x = S r / theta; the recurrence's rho_i = 1 / (2 sigma - rho_{i-1}) from rho_0 = 1 / sigma
+  const PolynomialSteps p = PolynomialSteps::chebyshev(0.5, 2.5, 3);
+  ASSERT_EQ(p.size(), 3);
+  const double theta = 1.5, delta = 1.0, sigma = 1.5;
+  EXPECT_DOUBLE_EQ(p.c2[0], 1 / theta);
+  const double rho1 = 1 / (2 * sigma - 1 / sigma), rho2 = 1 / (2 * sigma - rho1);
+  EXPECT_DOUBLE_EQ(p.c1[1], rho1 / sigma);
+  EXPECT_DOUBLE_EQ(p.c2[1], 2 * rho1 / delta);
+  EXPECT_DOUBLE_EQ(p.c1[2], rho2 * rho1);
+  const PolynomialSteps j = PolynomialSteps::jacobi_sweeps(2);
+  EXPECT_EQ(j.c1, std::vector<double>({0, 0}));
+  EXPECT_EQ(j.c2, std::vector<double>({1, 1}));
+}
+
+}  // namespace
