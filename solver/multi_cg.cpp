@@ -9,6 +9,37 @@
 #include "vector_ops.hpp"
 
 namespace spcg {
+namespace {
+
+// The host side of k device-resident recurrences: read their scalars, report new residuals to the monitor
+// (columns first_column..), run another batch of iterations until every column is done, then each column's
+// final status.
+void run_recurrences(const DeviceArray<CgScalars>& dsc, std::vector<CgScalars>& hsc, int k, int first_column,
+                     cudaStream_t s, KernelTimer& timer, Monitor& mon, IterationRunner& runner, int batch,
+                     const std::function<void(KernelTimer&)>& iteration, SolveResult& res) {
+  std::vector<int> last(k, -1);
+  while (true) {
+    CHECK_CUDA(cudaMemcpyAsync(hsc.data(), dsc.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    timer.collect();
+    bool all_done = true;
+    for (int j = 0; j < k; ++j) {
+      if (hsc[j].iteration != last[j])
+        mon.observe(first_column + j, hsc[j].iteration, std::sqrt(hsc[j].rr)), last[j] = hsc[j].iteration;
+      all_done &= hsc[j].done != 0;
+    }
+    if (all_done) break;
+    runner.run([&](KernelTimer& t) {
+      for (int i = 0; i < batch; ++i) iteration(t);
+    });
+    res.operator_applies += batch, res.operator_columns += int64_t{batch} * k;
+  }
+  for (int j = 0; j < k; ++j)
+    if (mon.status(first_column + j) == ColumnStatus::running)
+      mon.finish(first_column + j, from_device_status(hsc[j].status), hsc[j].iteration);
+}
+
+}  // namespace
 
 void pcg_general(const LinearOperator& A, const PreconditionerOp& M, const double* B, double* X, int k,
                  const SolveOptions& o, cudaStream_t s, KernelTimer& timer, Monitor& mon, int first_column,
@@ -59,25 +90,7 @@ void pcg_general(const LinearOperator& A, const PreconditionerOp& M, const doubl
       else launch_multi_cg_update_p(n, k, P.data(), Z.data(), dsc.data(), s);
     });
   };
-  std::vector<int> last(k, -1);
-  while (true) {
-    CHECK_CUDA(cudaMemcpyAsync(hsc.data(), dsc.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    timer.collect();
-    bool all_done = true;
-    for (int j = 0; j < k; ++j) {
-      if (hsc[j].iteration != last[j]) mon.observe(first_column + j, hsc[j].iteration, std::sqrt(hsc[j].rr)), last[j] = hsc[j].iteration;
-      all_done &= hsc[j].done != 0;
-    }
-    if (all_done) break;
-    runner.run([&](KernelTimer& t) {
-      for (int i = 0; i < batch; ++i) iteration(t);
-    });
-    res.operator_applies += batch, res.operator_columns += int64_t{batch} * k;
-  }
-  for (int j = 0; j < k; ++j)
-    if (mon.status(first_column + j) == ColumnStatus::running)
-      mon.finish(first_column + j, from_device_status(hsc[j].status), hsc[j].iteration);
+  run_recurrences(dsc, hsc, k, first_column, s, timer, mon, runner, batch, iteration, res);
 }
 
 SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
@@ -128,26 +141,7 @@ SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, c
     });
     t.run("update-p", 24.0 * n * k, [&] { launch_multi_cg_update_p(n, k, P.data(), zr, dsc.data(), s); });  // p_j = z_j + b_j p_j
   };
-  std::vector<int> last(k, -1);
-  while (true) {
-    CHECK_CUDA(cudaMemcpyAsync(hsc.data(), dsc.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    timer.collect();
-    bool all_done = true;
-    for (int j = 0; j < k; ++j) {
-      if (hsc[j].iteration != last[j]) mon.observe(j, hsc[j].iteration, std::sqrt(hsc[j].rr)), last[j] = hsc[j].iteration;
-      all_done &= hsc[j].done != 0;
-    }
-    if (all_done) break;
-    runner.run([&](KernelTimer& t) {
-      for (int i = 0; i < batch; ++i) iteration(t);
-    });
-    res.operator_applies += batch, res.operator_columns += int64_t{batch} * k;
-  }
-  for (int j = 0; j < k; ++j)
-    if (mon.status(j) == ColumnStatus::running)
-      mon.finish(j, hsc[j].status == kConverged ? ColumnStatus::converged : from_device_status(hsc[j].status),
-                 hsc[j].iteration);
+  run_recurrences(dsc, hsc, k, 0, s, timer, mon, runner, batch, iteration, res);
   return frame.finish();
 }
 

@@ -254,16 +254,18 @@ __device__ bool two_column_totals(int k, double v1, double v2, double* smem, dou
   return true;
 }
 
+// z_given: z = M^-1 r was applied by the caller (general preconditioner): read, not formed, and a column whose
+// r'z <= 0 stops (M not positive definite).
 __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
                                       double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
-                                      unsigned* counter) {
+                                      unsigned* counter, bool z_given) {
   extern __shared__ double smem[];
   __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
   double vrr = 0, vrz = 0;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
-    const double ri = r[t], zi = dinv ? dinv[t / k] * ri : ri;
-    if (dinv) z[t] = zi;
+    const double ri = r[t], zi = z_given ? z[t] : dinv ? dinv[t / k] * ri : ri;
+    if (dinv && !z_given) z[t] = zi;
     p[t] = zi;
     vrr += ri * ri;
     vrz += ri * zi;
@@ -276,6 +278,10 @@ __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict
     c->iteration = 0;
     c->status = kRunning;
     set_status(c, c->rr);
+    if (z_given && !c->done && !(c->rz > 0)) {
+      c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
+      c->done = 1;
+    }
   }
   if (threadIdx.x == 0) *counter = 0;
 }
@@ -338,34 +344,6 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
         c->iteration += 1;
         set_status(c, c->rr);
       }
-    }
-  }
-  if (threadIdx.x == 0) *counter = 0;
-}
-
-__global__ void pcg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ z,
-                                 double* __restrict__ p, CgScalars* s, double* partials, unsigned* counter) {
-  extern __shared__ double smem[];
-  __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
-  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
-  double vrr = 0, vrz = 0;
-  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
-    const double ri = r[t], zi = z[t];
-    p[t] = zi;
-    vrr += ri * ri;
-    vrz += ri * zi;
-  }
-  if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
-  if (threadIdx.x < k) {
-    CgScalars* c = s + threadIdx.x;
-    c->rr = red[threadIdx.x];
-    c->rz = red[k + threadIdx.x];
-    c->iteration = 0;
-    c->status = kRunning;
-    set_status(c, c->rr);
-    if (!c->done && !(c->rz > 0)) {
-      c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
-      c->done = 1;
     }
   }
   if (threadIdx.x == 0) *counter = 0;
@@ -505,7 +483,7 @@ void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv
                            const ReductionWorkspace& ws, cudaStream_t stream) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
-      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false);
   CHECK_LAUNCH("multi-cg-start");
 }
 
@@ -530,8 +508,9 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
 void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
                       const ReductionWorkspace& ws, cudaStream_t stream) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
-  pcg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
-      n, k, r, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, r, nullptr, const_cast<double*>(z), p, sc, const_cast<double*>(ws.partials.data()),
+      const_cast<unsigned*>(ws.counter.data()), true);
   CHECK_LAUNCH("pcg-start");
 }
 
