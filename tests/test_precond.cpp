@@ -473,6 +473,24 @@ TEST_F(GpuPrecond, PlantedFailuresReportTheirStatus) {
   }
 }
 
+// Degenerate shapes through the public solver: 0 x 0 and 1 x 1 with every preconditioner and solver.
+TEST_F(GpuPrecond, EmptyAndOneRowSystems) {
+  for (const std::string spec : {"0x0", "poisson2d:1"}) {
+    const CsrMatrix a = spec == "0x0" ? CsrMatrix{} : generate(spec);
+    for (const Preconditioner kind : {Preconditioner::jacobi, Preconditioner::block_jacobi, Preconditioner::chebyshev,
+                                      Preconditioner::amg, Preconditioner::automatic})
+      for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
+        SolverOptions so;
+        so.solver = solver, so.expected_columns = 2, so.precond = kind, so.backend = Backend::gpu;
+        Solver s(a, so);
+        DenseBlock x;
+        const SolveResult r = s.solve(RhsKind::ones, 2, 0, x);
+        EXPECT_TRUE(r.all_converged()) << spec << " " << name_of(kind) << " " << name_of(solver);
+        if (a.rows == 1) EXPECT_NEAR(x.at(0, 1), 1.0 / a.values[0], 1e-14) << spec << " " << name_of(kind);
+      }
+  }
+}
+
 TEST(PrecondOptions, NamesParseAndHostBackendRefusesGpuOnlyPreconditioners) {
   EXPECT_EQ(parse_option<Preconditioner>("amg"), Preconditioner::amg);
   EXPECT_EQ(parse_option<Preconditioner>("block-jacobi"), Preconditioner::block_jacobi);
