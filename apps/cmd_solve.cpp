@@ -87,6 +87,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
        "amg: strength of connection, |a_ij| >= theta sqrt(a_ii a_jj)")
       ("amg-prolongator", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.prolongator)),
        "amg: smoothed (Vanek-Mandel-Brezina) | plain (the tentative P: cheaper setup, more iterations)")
+      ("amg-p-smoothings", po::value<int>()->default_value(PreconditionerOptions{}.prolongator_smoothings),
+       "amg: damped-Jacobi steps on the tentative prolongator (smoothed aggregation), 1..3")
       ("amg-smoother", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.smoother)),
        "amg: chebyshev | l1-jacobi")
       ("amg-sweeps", po::value<int>()->default_value(PreconditionerOptions{}.smoother_degree),
@@ -134,6 +136,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   po_.smoother_degree = vm["amg-sweeps"].as<int>();
   po_.coarse_rows = vm["amg-coarse-rows"].as<int>();
   po_.smoother_ratio = vm["amg-smoother-ratio"].as<double>();
+  po_.prolongator_smoothings = vm["amg-p-smoothings"].as<int>();
   o.vector_ops = option_value<VectorOps>(vm, "vector-ops");
   so.timing = option_value<KernelTiming>(vm, "timing");
   o.graph = option_value<Switch>(vm, "graph");

@@ -1,8 +1,9 @@
 // Smoothed-aggregation AMG (Vanek, Mandel & Brezina, Computing 56, 1996) as a CG preconditioner, set up on the
 // device level by level:
 //   strength graph S (|a_ij| >= theta sqrt(a_ii a_jj))  ->  aggregates (distance-2 MIS, Bell, Dalton & Olson 2012)
-//   ->  tentative P0 (one unit-norm column per aggregate)  ->  P = (I - omega D^-1 A) P0, omega = 4 / (3 lambda_max)
-//       (or P = P0: plain aggregation)  ->  R = P'  ->  A_c = R (A P) (two cuSPARSE SpGEMMs)
+//   ->  tentative P0 (one unit-norm column per aggregate)  ->  P = (I - omega D^-1 A)^s P0, omega = 4 / (3 lambda_max),
+//       s = 1 (Vanek-Mandel-Brezina) or more (or P = P0: plain aggregation)  ->  R = P'  ->  A_c = R (A P)
+//       (A P and the smoothing by our row-wise product on P's short rows, R (A P) by cuSPARSE SpGEMM)
 // until a level has at most coarse_rows rows, whose dense Cholesky gives an explicit inverse.
 // The cycle is a symmetric V(nu, nu): the same polynomial smoother (Chebyshev on D^-1 A, or l1-Jacobi) before
 // and after the coarse correction, so M^-1 is symmetric and, the smoother being convergent, positive definite:
@@ -70,6 +71,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   if (o.coarse_rows < 1 || o.coarse_rows > kMaxDenseRows)
     throw UsageError("amg: the coarsest level's size must be 1.." + std::to_string(kMaxDenseRows) + " rows");
   if (!(o.strength_theta >= 0 && o.strength_theta < 1)) throw UsageError("amg: theta must be in [0, 1)");
+  if (o.prolongator_smoothings < 1 || o.prolongator_smoothings > 3)
+    throw UsageError("amg: the prolongator smoothing steps must be 1..3");
   const auto t_total = std::chrono::steady_clock::now();
   // the Galerkin products need cuSPARSE: it loads meanwhile (joined before the constructor returns)
   std::unique_ptr<SpgemmPreload> preload = in.op.rows() > o.coarse_rows ? std::make_unique<SpgemmPreload>() : nullptr;
@@ -135,7 +138,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
           p = std::move(p0);
           return;
         }
-        p = smoothed_prolongator(a, agg, p0, dinv.data(), 4.0 / (3.0 * L.lambda_max), s);
+        const double omega = 4.0 / (3.0 * L.lambda_max);
+        p = std::move(p0);
+        for (int step = 0; step < o.prolongator_smoothings; ++step)  // P <- P - omega D^-1 A P
+          p = row_product(a, p, &p, dinv.data(), -omega, s);
       });
       auto coarse = std::make_shared<DeviceCsr>();
       std::shared_ptr<DeviceCsr> r;
@@ -145,7 +151,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       });
       timed("galerkin", [&] {
         r = std::make_shared<DeviceCsr>(transpose(p, s));
-        const DeviceCsr ap = spgemm(a, p, s);
+        const DeviceCsr ap = row_product(a, p, nullptr, nullptr, 1.0, s);  // A P on P's short rows
         *coarse = spgemm(*r, ap, s);
       });
       timed("level operators", [&] {

@@ -1,7 +1,7 @@
 // Device half of the AMG setup. Work mapping: one thread per row for the row-local steps (diagonal, strength,
-// independent-set rounds, aggregate joins, prolongator smoothing; rows of a level are short), one warp per row
-// for the dense coarsest solve; Thrust (CUB) scans and a stable sort for the prefix sums and the transpose;
-// cuSPARSE SpGEMM for the products. The aggregation follows sparse/aggregation.cpp (after Bell, Dalton & Olson,
+// independent-set rounds, aggregate joins, the row-wise products A P and P - omega D^-1 A P, whose rows are short),
+// one warp per row for the dense coarsest solve; Thrust (CUB) scans and a stable sort for the prefix sums and
+// the transpose; cuSPARSE SpGEMM for R (A P), whose rows are long, and for any row product too wide for a thread. The aggregation follows sparse/aggregation.cpp (after Bell, Dalton & Olson,
 // SISC 2012, and cusp's MIS-2 aggregation) so that the host reference and the device give the same aggregates.
 #include <thrust/binary_search.h>
 #include <thrust/count.h>
@@ -189,15 +189,6 @@ __global__ void tentative_kernel(int32_t n, const int32_t* __restrict__ of, cons
   v[i] = 1.0 / sqrt(static_cast<double>(size[of[i]]));
 }
 
-__global__ void smooth_prolongator_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
-                                          double* __restrict__ v, const int32_t* __restrict__ of,
-                                          const double* __restrict__ p0, const double* __restrict__ dinv, double omega) {
-  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const double scale = -omega * dinv[i];
-  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) v[p] = scale * v[p] + (ci[p] == of[i] ? p0[i] : 0.0);
-}
-
 __global__ void expand_rows_kernel(int32_t n, const int32_t* __restrict__ rp, int32_t* __restrict__ row) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -225,49 +216,89 @@ __global__ void dense_apply_kernel(int32_t n, int k, const double* __restrict__ 
   }
 }
 
-// Row i's distinct aggregates {of[j] : a_ij != 0} and of[i]: counted (pass 1) or written sorted with the values
-// P(i, J) = [J == of[i]] p0_i - omega dinv_i sum_{j : of[j] = J} a_ij p0_j (pass 2).
-__global__ void smoothed_prolongator_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
-                                            const double* __restrict__ v, const int32_t* __restrict__ of,
-                                            const double* __restrict__ p0, const double* __restrict__ dinv, double omega,
-                                            int32_t* __restrict__ count, const int32_t* __restrict__ prp,
-                                            int32_t* __restrict__ pci, double* __restrict__ pv, int* too_long) {
+// C(i, :) = scale_i sum_j a_ij B(j, :) + E(i, :), scale_i = s0 * (dinv ? dinv[i] : 1), E optional: row i's
+// distinct columns gathered into a local list (pass 1 counts them; pass 2 sorts them and sums each in the
+// row's order, so the result does not depend on the launch). Rows with more than kRowProductColumns distinct
+// columns set *too_long (the caller then takes cuSPARSE's product).
+constexpr int kRowProductColumns = 128;
+__global__ void row_product_kernel(int32_t n, const int32_t* __restrict__ arp, const int32_t* __restrict__ aci,
+                                   const double* __restrict__ av, const int32_t* __restrict__ brp,
+                                   const int32_t* __restrict__ bci, const double* __restrict__ bv,
+                                   const int32_t* __restrict__ erp, const int32_t* __restrict__ eci,
+                                   const double* __restrict__ ev, const double* __restrict__ dinv, double s0,
+                                   int32_t* __restrict__ count, const int32_t* __restrict__ crp,
+                                   int32_t* __restrict__ cci, double* __restrict__ cv, int* too_long) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const int32_t start = rp[i], len = rp[i + 1] - start;
-  if (len > kSmoothRowLimit) {
+  int32_t cols[kRowProductColumns];
+  int m = 0;
+  auto add_column = [&](int32_t c) {
+    for (int t = 0; t < m; ++t)
+      if (cols[t] == c) return true;
+    if (m == kRowProductColumns) return false;
+    cols[m++] = c;
+    return true;
+  };
+  bool fits = true;
+  for (int32_t p = arp[i]; p < arp[i + 1] && fits; ++p) {
+    const int32_t j = aci[p];
+    for (int32_t q = brp[j]; q < brp[j + 1] && fits; ++q) fits = add_column(bci[q]);
+  }
+  if (erp)
+    for (int32_t q = erp[i]; q < erp[i + 1] && fits; ++q) fits = add_column(eci[q]);
+  if (!fits) {
     *too_long = 1;
     return;
   }
-  int32_t agg[kSmoothRowLimit + 1];
-  int m = 0;
-  agg[m++] = of[i];
-  for (int32_t p = 0; p < len; ++p) {
-    const int32_t a = of[ci[start + p]];
-    bool seen = false;
-    for (int t = 0; t < m && !seen; ++t) seen = agg[t] == a;
-    if (!seen) agg[m++] = a;
-  }
-  if (!prp) {
+  if (!crp) {
     count[i] = m;
     return;
   }
-  for (int t = 1; t < m; ++t)  // insertion sort: a few entries
-    for (int u = t; u > 0 && agg[u - 1] > agg[u]; --u) {
-      const int32_t tmp = agg[u];
-      agg[u] = agg[u - 1], agg[u - 1] = tmp;
+  for (int t = 1; t < m; ++t)  // insertion sort
+    for (int u = t; u > 0 && cols[u - 1] > cols[u]; --u) {
+      const int32_t tmp = cols[u];
+      cols[u] = cols[u - 1], cols[u - 1] = tmp;
     }
-  const double scale = -omega * dinv[i];
-  int32_t out = prp[i];
+  const double scale = s0 * (dinv ? dinv[i] : 1.0);
+  int32_t out = crp[i];
   for (int t = 0; t < m; ++t) {
+    const int32_t c = cols[t];
     double sum = 0;
-    for (int32_t p = 0; p < len; ++p) {
-      const int32_t j = ci[start + p];
-      if (of[j] == agg[t]) sum += v[start + p] * p0[j];
+    for (int32_t p = arp[i]; p < arp[i + 1]; ++p) {
+      const int32_t j = aci[p];
+      for (int32_t q = brp[j]; q < brp[j + 1]; ++q)
+        if (bci[q] == c) sum = fma(av[p], bv[q], sum);
     }
-    pci[out] = agg[t];
-    pv[out] = scale * sum + (agg[t] == of[i] ? p0[i] : 0.0);
+    double e = 0;
+    if (erp)
+      for (int32_t q = erp[i]; q < erp[i + 1]; ++q)
+        if (eci[q] == c) e += ev[q];
+    cci[out] = c;
+    cv[out] = scale * sum + e;
     ++out;
+  }
+}
+
+// v(i, :) *= s0 * (dinv ? dinv[i] : 1).
+__global__ void scale_rows_kernel(int32_t n, const int32_t* __restrict__ rp, double* __restrict__ v,
+                                  const double* __restrict__ dinv, double s0) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const double scale = s0 * (dinv ? dinv[i] : 1.0);
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) v[p] *= scale;
+}
+
+// T(i, :) += E(i, :) where E's pattern is inside T's (both rows sorted): cuSPARSE's fallback for smoothing.
+__global__ void add_into_kernel(int32_t n, const int32_t* __restrict__ trp, const int32_t* __restrict__ tci,
+                                double* __restrict__ tv, const int32_t* __restrict__ erp, const int32_t* __restrict__ eci,
+                                const double* __restrict__ ev, int* missing) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int32_t p = trp[i];
+  for (int32_t q = erp[i]; q < erp[i + 1]; ++q) {
+    while (p < trp[i + 1] && tci[p] < eci[q]) ++p;
+    if (p < trp[i + 1] && tci[p] == eci[q]) tv[p] += ev[q];
+    else *missing = 1;
   }
 }
 
@@ -446,50 +477,57 @@ DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaS
   return p;
 }
 
-DeviceCsr smoothed_prolongator(const DeviceCsr& a, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
-                               double omega, cudaStream_t s) {
+DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
+                      cudaStream_t s) {
+  if (a.cols != b.rows || (e && (e->rows != a.rows || e->cols != b.cols)))
+    throw Error("row_product: shapes do not match");
   const int32_t n = a.rows;
-  DeviceArray<int32_t> count(static_cast<size_t>(n), "prolongator row counts");
-  DeviceArray<int> too_long(1, "prolongator long rows");
-  CHECK_CUDA(cudaMemsetAsync(too_long.data(), 0, sizeof(int), s));
+  DeviceArray<int32_t> count(static_cast<size_t>(n), "row product counts");
+  DeviceArray<int> flag(1, "row product flag");
+  CHECK_CUDA(cudaMemsetAsync(flag.data(), 0, sizeof(int), s));
+  const int32_t* erp = e ? e->row_ptr.data() : nullptr;
+  const int32_t* eci = e ? e->col_idx.data() : nullptr;
+  const double* ev = e ? e->values.data() : nullptr;
   if (n > 0)
-    smoothed_prolongator_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(),
-                                                                   agg.of.data(), p0.values.data(), dinv, omega,
-                                                                   count.data(), nullptr, nullptr, nullptr, too_long.data());
-  CHECK_LAUNCH("smoothed-prolongator-count");
-  int long_rows = 0;
-  CHECK_CUDA(cudaMemcpyAsync(&long_rows, too_long.data(), sizeof long_rows, cudaMemcpyDeviceToHost, s));
+    row_product_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(),
+                                                          b.row_ptr.data(), b.col_idx.data(), b.values.data(), erp, eci,
+                                                          ev, dinv, s0, count.data(), nullptr, nullptr, nullptr,
+                                                          flag.data());
+  CHECK_LAUNCH("row-product-count");
+  int wide = 0;
+  CHECK_CUDA(cudaMemcpyAsync(&wide, flag.data(), sizeof wide, cudaMemcpyDeviceToHost, s));
   CHECK_CUDA(cudaStreamSynchronize(s));
-  if (long_rows) {  // a dense row: the general product
-    DeviceCsr t = spgemm(a, p0, s);
-    smooth_prolongator(t, agg, p0, dinv, omega, s);
+  if (wide) {  // a row with many distinct columns: cuSPARSE's product, then the scaling and E
+    DeviceCsr t = spgemm(a, b, s);
+    if ((dinv || s0 != 1.0) && n > 0) {
+      scale_rows_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.values.data(), dinv, s0);
+      CHECK_LAUNCH("scale-rows");
+    }
+    if (e && n > 0) {
+      add_into_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.col_idx.data(), t.values.data(), erp,
+                                                         eci, ev, flag.data());
+      CHECK_LAUNCH("add-into");
+    }
+    CHECK_CUDA(cudaStreamSynchronize(s));
     return t;
   }
-  DeviceArray<int32_t> rp(static_cast<size_t>(n) + 1, "prolongator row pointers");
+  DeviceArray<int32_t> rp(static_cast<size_t>(n) + 1, "row product row pointers");
   const int64_t nnz = scan_counts(count.data(), n, rp.data(), s);
-  DeviceCsr p;
-  p.rows = n, p.cols = agg.count, p.nnz = nnz;
-  p.row_ptr = std::move(rp);
-  p.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "prolongator columns");
-  p.values = DeviceArray<double>(static_cast<size_t>(nnz), "prolongator values");
+  DeviceCsr c;
+  c.rows = n, c.cols = b.cols, c.nnz = nnz;
+  c.row_ptr = std::move(rp);
+  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "row product columns");
+  c.values = DeviceArray<double>(static_cast<size_t>(nnz), "row product values");
   if (n > 0)
-    smoothed_prolongator_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(),
-                                                                   agg.of.data(), p0.values.data(), dinv, omega, nullptr,
-                                                                   p.row_ptr.data(), p.col_idx.data(), p.values.data(),
-                                                                   too_long.data());
-  CHECK_LAUNCH("smoothed-prolongator-fill");
+    row_product_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(),
+                                                          b.row_ptr.data(), b.col_idx.data(), b.values.data(), erp, eci,
+                                                          ev, dinv, s0, nullptr, c.row_ptr.data(), c.col_idx.data(),
+                                                          c.values.data(), flag.data());
+  CHECK_LAUNCH("row-product-fill");
   CHECK_CUDA(cudaStreamSynchronize(s));
-  return p;
+  return c;
 }
 
-void smooth_prolongator(DeviceCsr& t, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
-                        double omega, cudaStream_t s) {
-  if (t.rows == 0) return;
-  smooth_prolongator_kernel<<<row_blocks(t.rows), kThreads, 0, s>>>(t.rows, t.row_ptr.data(), t.col_idx.data(),
-                                                                    t.values.data(), agg.of.data(), p0.values.data(),
-                                                                    dinv, omega);
-  CHECK_LAUNCH("smooth-prolongator");
-}
 
 DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s) {
   DeviceCsr t = empty_csr(a.cols, a.rows, a.nnz, "transpose");

@@ -1,8 +1,8 @@
 #pragma once
 // The device half of smoothed-aggregation AMG's setup (solver/amg.cpp runs it level by level): the diagonal,
 // the strength graph, the distance-2 maximal independent set and the aggregates (the rule of
-// sparse/aggregation.cpp, bit for bit), the tentative and smoothed prolongators, the transpose, the sparse
-// products of the Galerkin operator (cuSPARSE SpGEMM) and the dense copy of the coarsest level.
+// sparse/aggregation.cpp, bit for bit), the tentative prolongator, the row-wise products (smoothing, A P), the
+// transpose, cuSPARSE SpGEMM (R (A P)) and the dense copy of the coarsest level.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -42,14 +42,12 @@ DeviceAggregates aggregate_on_device(const DeviceCsr& graph, uint64_t seed, cuda
 
 // The tentative prolongator: n x count, P(i, of[i]) = 1 / sqrt(size of i's aggregate).
 DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaStream_t s);
-// P = (I - omega D^-1 A) P0 in one pass over A's rows (each row's distinct aggregates, sorted, values summed
-// in the row's order); rows longer than kSmoothRowLimit go through cuSPARSE (A P0, then smooth_prolongator).
-constexpr int kSmoothRowLimit = 64;
-DeviceCsr smoothed_prolongator(const DeviceCsr& a, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
-                               double omega, cudaStream_t s);
-// In place on T = A P0 (which holds the pattern of P0 in every row with a diagonal): P = P0 - omega D^-1 T.
-void smooth_prolongator(DeviceCsr& t, const DeviceAggregates& agg, const DeviceCsr& p0, const double* dinv,
-                        double omega, cudaStream_t s);
+// C = diag(s0 * dinv) A B + E (dinv null: s0 A B; E null: no term), row by row in one kernel: each row's distinct
+// columns (at most 128) gathered, sorted and summed in the row's order. A row with more columns goes through
+// cuSPARSE (then the scaling and E). For AMG: the smoothed prolongator P0 - omega D^-1 A P0 (s0 = -omega,
+// E = P0) and each further smoothing step, and A P for the Galerkin product, all on P's short rows.
+DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
+                      cudaStream_t s);
 
 // A' (columns sorted in every row; a stable sort, so the same input gives the same bits).
 DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s);

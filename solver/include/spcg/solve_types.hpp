@@ -123,6 +123,9 @@ struct PreconditionerOptions {
   // coarsened (poisson3d:128, level 1 -> 2: 188588 -> 92925 rows; docs/perf-notes.md)
   double strength_theta = 0;
   AmgProlongator prolongator = AmgProlongator::smoothed;
+  // smoothed: damped-Jacobi steps on P0. 2 contracts more (2D Poisson V-cycle 0.23 against 0.33-0.47 in the SciPy
+  // prototype, scripts/sa_prototype.py) for a denser coarse level
+  int prolongator_smoothings = 1;
   AmgSmoother smoother = AmgSmoother::chebyshev;
   // Chebyshev degree, or l1-Jacobi sweeps, before and after the coarse correction. 3: on the six SPD files
   // where Jacobi-CG needs >= 1000 iterations, 4366 iterations in all against degree 2's 5779 (H100)
