@@ -60,8 +60,8 @@ struct PreconditionerInputs {
 std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const PreconditionerOptions& options,
                                                       const PreconditionerInputs& inputs);
 
-// auto: the preconditioner for this matrix, from its statistics, with the reason (printed like kernel auto's).
-// auto's rule (measured: docs/perf-notes.md, "Preconditioners: auto"). A constant diagonal makes Jacobi a
+// auto: the preconditioner for this matrix, with the reason (printed like kernel auto's). The rule (measured:
+// docs/perf-notes.md, "Preconditioners (issue #24, session 17)"): a constant diagonal makes Jacobi a
 // scaling that changes no iterate: none. Below min_rows_for_amg rows an iteration of Jacobi-CG is a few
 // microseconds of launch latency and an AMG setup (tens of milliseconds) cannot pay back: Jacobi. Above, AMG
 // when Jacobi-CG is predicted to need at least amg_min_jacobi_iterations, from kappa(D^-1 A) by Lanczos:
@@ -84,7 +84,7 @@ PreconditionerChoice choose_preconditioner(const MatrixSetup& matrix, const Line
 DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
                                              cudaStream_t stream);
 
-// A polynomial smoother x <- x + q(S A)(b - A x) in steps (solver/chebyshev.cpp): each step d = c1 d + c2 S res,
+// A polynomial smoother x <- x + q(S A)(b - A x) in steps (solver/preconditioner.cpp): each step d = c1 d + c2 S res,
 // x += d, res -= A d, with S a diagonal scaling. Chebyshev on [lambda_max / ratio, lambda_max] of S A when
 // S = D^-1; l1-Jacobi sweeps (c1 = 0, c2 = 1) when S is the l1 scaling. The same coefficients before and after
 // a coarse correction keep a V-cycle symmetric.

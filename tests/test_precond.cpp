@@ -323,9 +323,9 @@ TEST_F(GpuPrecond, AppliesAreSymmetricPositiveAndColumnwise) {
 
 // The V-cycle as a stationary iteration, e <- (I - M^-1 A) e: the A-norm of the error per cycle (after five
 // cycles) stays within the factor measured for each configuration on the H100 (docs/perf-notes.md,
-// "Preconditioners"). The issue's 0.2 is met on 3D Poisson (degree 3 on [lambda_max / 8, lambda_max]: 0.192;
-// degree 4: 0.149; two smoothings of P: 0.093); 2D Poisson's best is 0.226 (two smoothings of P, degree 3 on
-// [lambda_max / 8, lambda_max]): not reached there.
+// "Preconditioners (issue #24, session 17)"). The issue's 0.2 is met on 3D Poisson (degree 3 on
+// [lambda_max / 8, lambda_max]: 0.192; degree 4: 0.149; two smoothings of P: 0.093); 2D Poisson's best is 0.226
+// (two smoothings of P, degree 3 on [lambda_max / 8, lambda_max]): not reached there.
 TEST_F(GpuPrecond, VCycleContractsTheError) {
   struct Config {
     std::string spec;
