@@ -211,13 +211,6 @@ int run_solve(const std::vector<std::string>& args) {
   if (!parsed) return 0;
   const SolveCommand& c = *parsed;
   SolveReport rep;
-  // AMG's Galerkin products need cuSPARSE: it loads on a helper thread while the matrix is read. Not for files
-  // under 1 MB: AMG there is a level or two (or one dense solve), and the load would only hold up the exit.
-  std::error_code size_error;
-  const bool large_input = c.generated || std::filesystem::file_size(c.source, size_error) >= (uintmax_t{1} << 20);
-  const PreconditionerLibraries preload(c.solver.backend != Backend::host && large_input ? c.solver.precond
-                                                                                        : Preconditioner::none);
-
   Problem prob;
   {
     ScopedRange r("read");

@@ -10,15 +10,88 @@ static std::string mib(size_t b) {
   return s;
 }
 
+namespace {
+
+// Device memory comes from CUDA's stream-ordered pool of the device (cudaMallocAsync), which keeps what is freed
+// for the next allocation: a cudaMalloc/cudaFree pair cost 0.08-0.31 ms on the H100 (1-500 MiB; cudaFree also
+// unmaps), a pool pair 3-5 us, and AMG's setup makes ~60 per level. The pool's operations go to a stream of its
+// own (never the legacy stream, which a graph capture on another stream forbids). A free first waits for the
+// device, as cudaFree does, so that memory back in the pool is in use nowhere; an allocation then has nothing
+// to wait for, and its stream is synchronised so that any stream may use it at once.
+class DevicePool {
+ public:
+  DevicePool() {
+    int device = 0, supported = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || !supported ||
+        cudaDeviceGetDefaultMemPool(&pool_, device) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+      cudaGetLastError();
+      pool_ = nullptr;  // plain cudaMalloc / cudaFree
+      return;
+    }
+    uint64_t keep_all = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_all);
+  }
+  cudaError_t allocate(void** p, size_t bytes) const {
+    if (!pool_) return cudaMalloc(p, bytes);
+    cudaError_t e = cudaMallocAsync(p, bytes, stream_);
+    if (e == cudaErrorMemoryAllocation) {  // memory the pool keeps idle may be what is missing
+      cudaGetLastError();
+      trim();
+      e = cudaMallocAsync(p, bytes, stream_);
+    }
+    if (e != cudaSuccess) return e;
+    return cudaStreamSynchronize(stream_);
+  }
+  void free(void* p) const {
+    if (!pool_) {
+      cudaFree(p);
+      return;
+    }
+    cudaDeviceSynchronize();
+    cudaFreeAsync(p, stream_);
+  }
+  void trim() const {
+    if (!pool_) return;
+    cudaDeviceSynchronize();
+    cudaMemPoolTrimTo(pool_, 0);
+  }
+  size_t idle_bytes() const {
+    if (!pool_) return 0;
+    uint64_t reserved = 0, used = 0;
+    cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used);
+    return reserved > used ? static_cast<size_t>(reserved - used) : 0;
+  }
+
+ private:
+  cudaMemPool_t pool_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // never destroyed: frees may run during static destruction
+};
+
+const DevicePool& device_pool() {
+  static const DevicePool* pool = new DevicePool;  // process lifetime (see stream_)
+  return *pool;
+}
+
+}  // namespace
+
+DeviceMemoryInfo device_memory_info() {
+  DeviceMemoryInfo info;
+  CHECK_CUDA(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  info.free_bytes += device_pool().idle_bytes();
+  return info;
+}
+
 void* device_allocate(size_t bytes, const char* what) {
   void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, bytes);
+  const cudaError_t e = device_pool().allocate(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
+    const DeviceMemoryInfo info = device_memory_info();
     throw DeviceMemoryError("not enough GPU memory for " + std::string(what) + ": needed " + mib(bytes) + ", " +
-                            mib(free_b) + " free of " + mib(total_b));
+                            mib(info.free_bytes) + " free of " + mib(info.total_bytes));
   }
   CHECK_CUDA(e);
   return p;
@@ -40,7 +113,7 @@ void pinned_free(void* p) noexcept {
 }
 
 void device_free(void* p) noexcept {
-  if (p) cudaFree(p);  // a failing free in a destructor cannot be reported; the next checked call sees it
+  if (p) device_pool().free(p);  // a failing free in a destructor cannot be reported; the next checked call sees it
 }
 
 PinnedUploader::~PinnedUploader() {

@@ -2,6 +2,7 @@
 // RAII device memory. Allocation failures say what was being allocated, how much, and how much is free.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -14,6 +15,18 @@ namespace spcg {
 
 void* device_allocate(size_t bytes, const char* what);  // throws DeviceMemoryError with sizes
 void device_free(void* p) noexcept;
+// Free device memory: the driver's free bytes plus what our allocator's pool keeps idle (device_array.cpp).
+struct DeviceMemoryInfo {
+  size_t free_bytes = 0, total_bytes = 0;
+};
+DeviceMemoryInfo device_memory_info();
+// Thrust's temporary storage from the same pool: thrust::cuda::par(allocator).on(stream) (a plain policy would
+// cudaMalloc and cudaFree the scratch of every scan, sort and reduction).
+struct ThrustPoolAllocator {
+  using value_type = char;
+  char* allocate(std::ptrdiff_t bytes) { return static_cast<char*>(device_allocate(static_cast<size_t>(bytes), "Thrust scratch")); }
+  void deallocate(char* p, size_t) { device_free(p); }
+};
 void* pinned_allocate(size_t bytes, const char* what);  // page-locked host memory
 void pinned_free(void* p) noexcept;
 

@@ -3,7 +3,7 @@
 //   strength graph S (|a_ij| >= theta sqrt(a_ii a_jj))  ->  aggregates (distance-2 MIS, Bell, Dalton & Olson 2012)
 //   ->  tentative P0 (one unit-norm column per aggregate)  ->  P = (I - omega D^-1 A)^s P0, omega = 4 / (3 lambda_max),
 //       s = 1 (Vanek-Mandel-Brezina) or more (or P = P0: plain aggregation)  ->  R = P'  ->  A_c = R (A P)
-//       (A P and the smoothing by our row-wise product on P's short rows, R (A P) by cuSPARSE SpGEMM)
+//       (every product by our row-wise kernel; cuSPARSE SpGEMM only for a row wider than it takes)
 // until a level has at most coarse_rows rows, whose dense Cholesky gives an explicit inverse.
 // The cycle is a symmetric V(nu, nu): the same polynomial smoother (Chebyshev on D^-1 A, or l1-Jacobi) before
 // and after the coarse correction, so M^-1 is symmetric and, the smoother being convergent, positive definite:
@@ -74,18 +74,20 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   if (o.prolongator_smoothings < 1 || o.prolongator_smoothings > 3)
     throw UsageError("amg: the prolongator smoothing steps must be 1..3");
   const auto t_total = std::chrono::steady_clock::now();
-  // the Galerkin products need cuSPARSE: it loads meanwhile (joined before the constructor returns)
-  std::unique_ptr<SpgemmPreload> preload = in.op.rows() > o.coarse_rows ? std::make_unique<SpgemmPreload>() : nullptr;
   const cudaStream_t s = 0;
   std::map<std::string, double> phase_ms;
   std::vector<std::string> phase_order;
+  std::vector<std::string> library_products;  // products with a row too wide for our kernel
+  auto add_phase = [&](const std::string& phase, double ms) {
+    if (!phase_ms.count(phase)) phase_order.push_back(phase);
+    phase_ms[phase] += ms;
+  };
   auto timed = [&](const char* phase, auto&& work) {
     NvtxRange range(phase);
     const auto t0 = std::chrono::steady_clock::now();
     work();
     CHECK_CUDA(cudaStreamSynchronize(s));
-    if (!phase_ms.count(phase)) phase_order.push_back(phase);
-    phase_ms[phase] += ms_since(t0);
+    add_phase(phase, ms_since(t0));
   };
   OperatorOptions level_options = in.operator_options;
   level_options.autotune = false;  // a timed trial per level would cost more than it saves
@@ -108,11 +110,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       DeviceArray<double> diag(static_cast<size_t>(n), "amg diagonal"), dinv;
       DeviceCsr strength;
       DeviceAggregates agg;
-      timed("strength", [&] {
+      timed("diagonal", [&] {
         dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s);
         launch_diagonal(a, diag.data(), s);
-        strength = strength_graph(a, diag.data(), o.strength_theta, s);
       });
+      timed("strength", [&] { strength = strength_graph(a, diag.data(), o.strength_theta, s); });
       timed("aggregation", [&] { agg = aggregate_on_device(strength, o.seed, s); });
       if (agg.count == 0 || agg.count > kStalledCoarsening * n) {
         if (n <= kMaxDenseRows) break;  // solve this level densely
@@ -148,15 +150,15 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       });
       auto coarse = std::make_shared<DeviceCsr>();
       std::shared_ptr<DeviceCsr> r;
-      if (l == 0) timed("cuSPARSE load (wait)", [&] {  // preloaded on a helper thread
-        if (preload) preload->wait();
-        wait_for_spgemm();
-      });
-      timed("galerkin", [&] {
-        r = std::make_shared<DeviceCsr>(transpose(p, s));
-        const DeviceCsr ap = row_product(a, p, nullptr, nullptr, 1.0, s);  // A P on P's short rows
-        *coarse = spgemm(*r, ap, s);
-      });
+      timed("galerkin: R = P'", [&] { r = std::make_shared<DeviceCsr>(transpose(p, s)); });
+      // both products by our row-wise kernel; a row too wide for it (> 256 columns) makes one cuSPARSE's
+      DeviceCsr ap;
+      bool ap_by_library = false, rap_by_library = false;
+      timed("galerkin: A P", [&] { ap = row_product(a, p, nullptr, nullptr, 1.0, s, &ap_by_library); });
+      timed("galerkin: R (A P)", [&] { *coarse = row_product(*r, ap, nullptr, nullptr, 1.0, s, &rap_by_library); });
+      if (ap_by_library || rap_by_library)
+        library_products.push_back("level " + std::to_string(l) + (ap_by_library ? " A P" : "") +
+                                   (rap_by_library ? " R (A P)" : ""));
       timed("level operators", [&] {
         if (o.smoother == AmgSmoother::chebyshev) {
           L.scale = std::move(dinv);
@@ -201,6 +203,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                 levels_.size(), name_of(o.prolongator), o.strength_theta, name_of(o.smoother),
                 o.smoother == AmgSmoother::chebyshev ? "of degree" : "sweeps:", o.smoother_degree);
   report_.detail = detail;
+  if (!library_products.empty()) {
+    report_.detail += "; by cuSPARSE (a row wider than our product kernel takes):";
+    for (const std::string& what : library_products) report_.detail += " " + what;
+  }
   for (const std::string& name : phase_order) report_.phases.push_back({name, phase_ms[name]});
   report_.setup_ms = ms_since(t_total);
 }
@@ -269,9 +275,6 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
 }
 
 }  // namespace
-
-AmgLibraryPreload::AmgLibraryPreload() : preload_(std::make_unique<SpgemmPreload>()) {}
-AmgLibraryPreload::~AmgLibraryPreload() = default;
 
 std::unique_ptr<PreconditionerOp> make_amg(const PreconditionerOptions& options, const PreconditionerInputs& inputs) {
   return std::make_unique<AmgPreconditioner>(options, inputs);

@@ -166,7 +166,7 @@ class NoPreconditioner final : public PreconditionerOp {
     report_.reason = reason;
   }
   void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
-    if (rows_ * k) CHECK_CUDA(cudaMemcpyAsync(Z, R, sizeof(double) * rows_ * k, cudaMemcpyDeviceToDevice, s));
+    if (rows_ > 0 && k > 0) CHECK_CUDA(cudaMemcpyAsync(Z, R, sizeof(double) * rows_ * k, cudaMemcpyDeviceToDevice, s));
   }
   double bytes_per_apply(int k) const override { return 16.0 * rows_ * k; }
 };

@@ -54,8 +54,8 @@ void check_matrix(const MatrixStats& st, const SolverOptions& o) {
 
 // Refuses before allocating when the device cannot hold the system (matrix, conversion copy, vectors).
 void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
-  size_t free_b = 0, total_b = 0;
-  CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  const DeviceMemoryInfo memory = device_memory_info();
+  const size_t free_b = memory.free_bytes, total_b = memory.total_bytes;
   const double vectors = (solver == SolverKind::block_cg ? 8.0 : 6.0) * rows * double(k) * 8;
   const double needed = 2.0 * (12.0 * double(nnz) + 4.0 * rows) + vectors;
   if (needed > double(free_b))
@@ -315,11 +315,6 @@ SolveResult Solver::solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, con
   x.data = X.values.download<HostVector<double>>();
   return r;
 }
-
-PreconditionerLibraries::PreconditionerLibraries(Preconditioner precond) {
-  if (precond == Preconditioner::amg) amg_ = std::make_unique<AmgLibraryPreload>();
-}
-PreconditionerLibraries::~PreconditionerLibraries() = default;
 
 int32_t persistent_cg_max_rows() { return PersistentCgLimits::max_rows; }
 

@@ -11,6 +11,7 @@
 #include "cuda_check.hpp"
 #include "device_array.hpp"
 #include "thrust_ops.hpp"
+#include "vector_ops.hpp"
 
 namespace spcg {
 
@@ -29,28 +30,33 @@ SpectrumEstimate estimate_spectrum(const LinearOperator& A, const double* dinv, 
   if (n == 0 || steps <= 0) return est;
   steps = static_cast<int>(std::min<int64_t>(steps, n));
   DeviceArray<double> d_root(dinv ? n : 0, "Lanczos D^-1/2"), u(n, "Lanczos u"), u_prev(n, "Lanczos u_prev"),
-      w(n, "Lanczos w"), t(dinv ? n : 0, "Lanczos D^-1/2 u");
+      w(n, "Lanczos w"), t(n, "Lanczos D^-1/2 u");
+  // coeffs[-1] = the start vector's squared norm, coeffs[2j] = alpha_j, coeffs[2j + 1] = beta_{j+1}^2: the steps
+  // run back to back on the device, read once at the end (a breakdown's later steps are read and ignored)
+  DeviceArray<double> coeff_storage(2 * static_cast<size_t>(steps) + 1, "Lanczos coefficients");
+  double* coeffs = coeff_storage.data() + 1;
+  const ReductionWorkspace ws(reduction_blocks(n), 1);
   if (dinv) thrust_sqrt(dinv, d_root.data(), n, s);
-  // u_1: random, unit norm
-  launch_fill_splitmix_uniform(seed, u.data(), static_cast<size_t>(n), s);
-  const double start_norm = std::sqrt(thrust_dot(u.data(), u.data(), n, s));
-  launch_scale(1.0 / start_norm, u.data(), static_cast<size_t>(n), s);
+  const double* d = dinv ? d_root.data() : nullptr;
+  // u_1: random, unit norm (u_0 = 0 so that 0 * u_0 stays 0)
+  launch_fill_splitmix_uniform(seed, w.data(), static_cast<size_t>(n), s);
+  launch_dot(w.data(), w.data(), n, ws, coeffs - 1, s);
+  launch_lanczos_next(n, w.data(), d, coeffs, -1, u.data(), t.data(), s);
   launch_fill(0.0, u_prev.data(), static_cast<size_t>(n), s);
-  std::vector<double> alpha, beta;  // beta[j]: the coupling of u_j and u_{j+1}
-  double beta_prev = 0;
   for (int j = 0; j < steps; ++j) {
-    // w = S u_j = D^-1/2 A D^-1/2 u_j
-    if (!dinv) {
-      A.apply(1.0, u.data(), 0.0, w.data(), 1, s);
-    } else {
-      thrust_mul(d_root.data(), u.data(), t.data(), n, s);
-      A.apply(1.0, t.data(), 0.0, w.data(), 1, s);
-      thrust_mul(d_root.data(), w.data(), w.data(), n, s);
-    }
-    const double a = thrust_dot(w.data(), u.data(), n, s);
-    thrust_axpy(-a, u.data(), w.data(), n, s);              // w -= alpha_j u_j
-    thrust_axpy(-beta_prev, u_prev.data(), w.data(), n, s);  // w -= beta_j u_{j-1}
-    const double b = std::sqrt(thrust_dot(w.data(), w.data(), n, s));
+    A.apply(1.0, t.data(), 0.0, w.data(), 1, s);                                     // w = A D^-1/2 u_j
+    launch_lanczos_scale_dot(n, w.data(), u.data(), d, ws, coeffs, j, s);           // w = S u_j, alpha_j = w . u_j
+    launch_lanczos_orthogonalize(n, w.data(), u.data(), u_prev.data(), ws, coeffs, j, s);  // w -= alpha_j u_j + beta_j u_{j-1}
+    if (j + 1 == steps) break;
+    launch_lanczos_next(n, w.data(), d, coeffs, j, u_prev.data(), t.data(), s);     // u_{j+1} = w / beta_{j+1}
+    std::swap(u, u_prev);                                                           // (u_{j-1} is no longer needed)
+  }
+  std::vector<double> c(2 * static_cast<size_t>(steps));
+  CHECK_CUDA(cudaMemcpyAsync(c.data(), coeffs, sizeof(double) * c.size(), cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> alpha, beta;  // beta[j]: the coupling of u_j and u_{j+1}
+  for (int j = 0; j < steps; ++j) {
+    const double a = c[2 * j], b = std::sqrt(c[2 * j + 1]);
     if (!std::isfinite(a) || !std::isfinite(b)) {
       est.finite = false;
       break;
@@ -59,13 +65,8 @@ SpectrumEstimate estimate_spectrum(const LinearOperator& A, const double* dinv, 
     beta.push_back(b);
     ++est.steps;
     // an invariant subspace: T_j's eigenvalues are exact eigenvalues of S
-    if (b <= 1e-14 * std::abs(a) || j + 1 == steps) break;
-    thrust_copy(u.data(), u_prev.data(), n, s);  // u_{j-1} <- u_j
-    launch_scale(0.0, u.data(), static_cast<size_t>(n), s);
-    thrust_axpy(1.0 / b, w.data(), u.data(), n, s);  // u_{j+1} = w / beta_{j+1}
-    beta_prev = b;
+    if (b <= 1e-14 * std::abs(a)) break;
   }
-  CHECK_CUDA(cudaStreamSynchronize(s));
   if (!est.finite || est.steps == 0) return est;
   const int m = est.steps;
   Eigen::VectorXd diag(m), sub(std::max(0, m - 1));

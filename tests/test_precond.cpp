@@ -174,6 +174,9 @@ TEST_F(GpuPrecond, GalerkinProductEqualsEigen) {
       const CsrMatrix hp2 = download_csr(row_product(*d, p, &p, di.data(), -omega, 0));
       EXPECT_TRUE(columns_sorted(hap_rows) && columns_sorted(hp2)) << what << ": row product unsorted";
       const DeviceCsr ac = spgemm(r, ap, 0);
+      bool by_cusparse = true;
+      const CsrMatrix hrap = download_csr(row_product(r, ap, nullptr, nullptr, 1.0, 0, &by_cusparse));
+      EXPECT_TRUE(columns_sorted(hrap)) << what << ": R (A P) row product unsorted";
       const CsrMatrix hp = download_csr(p), hr = download_csr(r), hac = download_csr(ac);
       EXPECT_TRUE(columns_sorted(hp) && columns_sorted(hr) && columns_sorted(hac)) << what << ": unsorted columns";
       // host reference
@@ -188,11 +191,45 @@ TEST_F(GpuPrecond, GalerkinProductEqualsEigen) {
       EXPECT_LE((dense(hp) - P).cwiseAbs().maxCoeff(), 16 * kEps * n * scale_p) << what << ": P";
       EXPECT_LE((dense(hr) - P.transpose()).cwiseAbs().maxCoeff(), 16 * kEps * n * scale_p) << what << ": R";
       EXPECT_LE((dense(hac) - Ac).cwiseAbs().maxCoeff(), 64 * kEps * n * scale_a) << what << ": R A P";
+      EXPECT_LE((dense(hrap) - Ac).cwiseAbs().maxCoeff(), 64 * kEps * n * scale_a) << what << ": R (A P) by row product";
+      EXPECT_FALSE(by_cusparse) << what << ": these rows fit the row-product kernel";
       EXPECT_LE((dense(hap_rows) - A * P).cwiseAbs().maxCoeff(), 64 * kEps * n * scale_a) << what << ": row product A P";
       EXPECT_LE((dense(hap_rows) - dense(download_csr(ap))).cwiseAbs().maxCoeff(), 64 * kEps * n * scale_a)
           << what << ": row product against cuSPARSE's";
       EXPECT_LE((dense(hp2) - P2).cwiseAbs().maxCoeff(), 64 * kEps * n * scale_a) << what << ": second smoothing";
     }
+}
+
+// The row-wise product on rows of every width: an arrow matrix's dense rows have more distinct columns in
+// A A than the kernel takes (the whole product then goes to cuSPARSE, flagged); narrower ones stay ours. Each
+// equals Eigen's A A (scaled, plus E), and two runs give the same bits.
+TEST_F(GpuPrecond, RowProductOnWideAndNarrowRows) {
+  for (const int32_t n : {1, 7, 200, 700}) {
+    std::vector<int32_t> ti, tj;
+    std::vector<double> tv;
+    for (int32_t i = 0; i < n; ++i) {
+      ti.push_back(i), tj.push_back(i), tv.push_back(4.0 + i % 3);
+      if (i > 0) ti.push_back(i), tj.push_back(i - 1), tv.push_back(-1.0 - 0.1 * (i % 5));
+      if (i > 0) ti.push_back(i - 1), tj.push_back(i), tv.push_back(-1.0 - 0.1 * (i % 5));
+      if (i > 1) ti.push_back(0), tj.push_back(i), tv.push_back(0.01 * (i % 7)), ti.push_back(i), tj.push_back(0),
+          tv.push_back(0.01 * (i % 7));  // row and column 0 dense
+    }
+    const CsrMatrix a = csr_from_triplets(n, n, ti, tj, tv);
+    const std::string what = "arrow:" + std::to_string(n);
+    const auto d = upload_csr_shared(a);
+    const DeviceArray<double> dinv = checked_inverse_diagonal(*d, what, "test", 0);
+    bool by_cusparse = false;
+    const CsrMatrix c = download_csr(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0, &by_cusparse));
+    const CsrMatrix again = download_csr(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0));
+    EXPECT_EQ(by_cusparse, n > RowProductTuning::kMaxColumns) << what;
+    EXPECT_TRUE(columns_sorted(c)) << what;
+    EXPECT_EQ(c.col_idx, again.col_idx) << what;
+    EXPECT_EQ(0, std::memcmp(c.values.data(), again.values.data(), sizeof(double) * c.values.size())) << what;
+    const Eigen::MatrixXd A = dense(a);
+    const Eigen::MatrixXd expected = -0.5 * A.diagonal().cwiseInverse().asDiagonal() * A * A + A;
+    const double scale = A.cwiseAbs().maxCoeff() * A.cwiseAbs().maxCoeff();
+    EXPECT_LE((dense(c) - expected).cwiseAbs().maxCoeff(), 64 * kEps * n * scale) << what;
+  }
 }
 
 TEST_F(GpuPrecond, CoarsestSolveEqualsEigenLlt) {

@@ -1,13 +1,13 @@
 #pragma once
 // The device half of smoothed-aggregation AMG's setup (solver/amg.cpp runs it level by level): the diagonal,
 // the strength graph, the distance-2 maximal independent set and the aggregates (the rule of
-// sparse/aggregation.cpp, bit for bit), the tentative prolongator, the row-wise products (smoothing, A P), the
-// transpose, cuSPARSE SpGEMM (R (A P)) and the dense copy of the coarsest level.
+// sparse/aggregation.cpp, bit for bit), the tentative prolongator, the row-wise products (smoothing, A P,
+// R (A P)), the transpose, cuSPARSE SpGEMM (for a product too wide for ours) and the dense copy of the coarsest
+// level.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <memory>
-#include <thread>
 
 #include "device_formats.hpp"
 
@@ -42,33 +42,30 @@ DeviceAggregates aggregate_on_device(const DeviceCsr& graph, uint64_t seed, cuda
 
 // The tentative prolongator: n x count, P(i, of[i]) = 1 / sqrt(size of i's aggregate).
 DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaStream_t s);
-// C = diag(s0 * dinv) A B + E (dinv null: s0 A B; E null: no term), row by row in one kernel: each row's distinct
-// columns (at most 128) gathered, sorted and summed in the row's order. A row with more columns goes through
-// cuSPARSE (then the scaling and E). For AMG: the smoothed prolongator P0 - omega D^-1 A P0 (s0 = -omega,
-// E = P0) and each further smoothing step, and A P for the Galerkin product, all on P's short rows.
+// The row-wise product kernel's shape (amg_kernels.cu): G lanes per row of C, G from the mean products per row
+// (a 7-point P0 smoothing has 8, A P 30-60, a 3D R (A P) several hundred). Each row's hash table has 16 G slots
+// (a warp's tables: 2 KB of keys for every G), so at most 8 G distinct columns: a row past that sends the
+// product to G = 32 (256 columns), and past that to cuSPARSE.
+struct RowProductTuning {
+  static constexpr int kWarpsPerBlock = 4;
+  static constexpr int kSlotsPerLane = 16;
+  static constexpr int kMaxColumns = 8 * 32;  // at G = 32
+  static constexpr int kHashBits(int g) { return g == 4 ? 6 : g == 8 ? 7 : g == 16 ? 8 : 9; }
+  static constexpr int group_lanes(double mean_products) {
+    return mean_products <= 16 ? 4 : mean_products <= 48 ? 8 : mean_products <= 96 ? 16 : 32;
+  }
+};
+// C = diag(s0 * dinv) A B + E (dinv null: s0 A B; E null: no term), a group of lanes per row: each row's distinct
+// columns (at most 256) in a shared-memory hash, summed in the row's order (the same bits for the same input)
+// and written sorted. A row with more columns makes the whole product cuSPARSE's (then the scaling and E), and
+// sets *by_cusparse. For AMG: the smoothed prolongator P0 - omega D^-1 A P0 (s0 = -omega, E = P0), each further
+// smoothing step, and both Galerkin products A P and R (A P).
 DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
-                      cudaStream_t s);
+                      cudaStream_t s, bool* by_cusparse = nullptr);
 
 // A' (columns sorted in every row; a stable sort, so the same input gives the same bits).
 DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s);
 // C = A B by cuSPARSE SpGEMM (deterministic algorithm; cuSPARSE is loaded on first use).
-// Loads cuSPARSE, creates spgemm's handle and runs a 1 x 1 product (which loads its kernels) on a helper
-// thread, so that a setup about to need them overlaps the load (0.03-0.05 s) with its other work. The
-// destructor joins the thread: the process never exits while it is inside the CUDA libraries (that crashed
-// 16 of 207 device runs whose solve ended first). Failures surface in spgemm.
-class SpgemmPreload {
- public:
-  SpgemmPreload();
-  ~SpgemmPreload();
-  SpgemmPreload(const SpgemmPreload&) = delete;
-  SpgemmPreload& operator=(const SpgemmPreload&) = delete;
-  void wait();  // joins the helper
-
- private:
-  std::thread thread_;
-};
-// Waits until cuSPARSE is loaded and spgemm's handle exists (loading it here if no preload ran).
-void wait_for_spgemm();
 DeviceCsr spgemm(const DeviceCsr& a, const DeviceCsr& b, cudaStream_t s);
 
 // out (rows x rows, column-major) = the dense copy of a square CSR.

@@ -5,6 +5,7 @@
 #include <thrust/copy.h>
 
 #include "cuda_check.hpp"
+#include "device_array.hpp"
 #include "thrust_ops.hpp"
 
 namespace spcg {
@@ -14,7 +15,8 @@ thrust::device_ptr<const double> dp(const double* p) { return thrust::device_poi
 }  // namespace
 
 double thrust_dot(const double* a, const double* b, int64_t n, cudaStream_t s) {
-  return thrust::inner_product(thrust::cuda::par.on(s), dp(a), dp(a) + n, dp(b), 0.0);
+  ThrustPoolAllocator scratch;
+  return thrust::inner_product(thrust::cuda::par(scratch).on(s), dp(a), dp(a) + n, dp(b), 0.0);
 }
 void thrust_axpy(double a, const double* x, double* y, int64_t n, cudaStream_t s) {
   thrust::transform(thrust::cuda::par_nosync.on(s), dp(x), dp(x) + n, dp(y), dp(y),

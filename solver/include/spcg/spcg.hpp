@@ -114,20 +114,6 @@ class Solver {
   std::unique_ptr<Impl> impl_;
 };
 
-// While it lives, loads on a helper thread the libraries a preconditioner's setup will need (cuSPARSE for amg),
-// so that a program can overlap the load (0.03-0.05 s) with reading its matrix: construct it first, keep it
-// until the Solver is set up. Optional; failures surface in the setup. The destructor joins the helper.
-class PreconditionerLibraries {
- public:
-  explicit PreconditionerLibraries(Preconditioner precond);
-  ~PreconditionerLibraries();
-  PreconditionerLibraries(const PreconditionerLibraries&) = delete;
-  PreconditionerLibraries& operator=(const PreconditionerLibraries&) = delete;
-
- private:
-  std::unique_ptr<class AmgLibraryPreload> amg_;
-};
-
 // Systems of at most this many rows run CG as one cooperative launch (kernel auto, Switch persistent).
 int32_t persistent_cg_max_rows();
 
