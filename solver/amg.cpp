@@ -55,6 +55,7 @@ class AmgPreconditioner final : public PreconditionerOp {
     std::unique_ptr<MatrixSetup> p_setup, r_setup;
     std::unique_ptr<LinearOperator> p, r;   // P_l: n_{l+1} -> n_l; R_l = P_l'
     mutable DeviceArray<double> b, x, res, d;  // n_l x k
+    std::string nvtx_name;                     // the cycle's range on this level: amg-level-<l>
   };
   void cycle(size_t l, const double* b, double* x, int k, cudaStream_t s) const;
   void factor_coarsest(const DeviceCsr& a, const std::string& matrix_name);
@@ -185,6 +186,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                             "; try --precond chebyshev or jacobi, or a larger --amg-theta");
   }
 
+  for (size_t l = 0; l < levels_.size(); ++l) levels_[l].nvtx_name = "amg-level-" + std::to_string(l);
   report_.kind = Preconditioner::amg;
   double rows_sum = 0, nnz_sum = 0;
   for (size_t l = 0; l < levels_.size(); ++l) {
@@ -245,6 +247,7 @@ void AmgPreconditioner::reserve(int k) const {
 
 void AmgPreconditioner::cycle(size_t l, const double* b, double* x, int k, cudaStream_t s) const {
   const Level& L = levels_[l];
+  NvtxRange range(L.nvtx_name.c_str());
   if (l + 1 == levels_.size()) {  // x = A_c^-1 b
     launch_dense_apply(coarse_rows_, k, coarse_inverse_.data(), b, x, s);
     return;

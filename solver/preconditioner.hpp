@@ -61,17 +61,24 @@ std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const
                                                       const PreconditionerInputs& inputs);
 
 // auto: the preconditioner for this matrix, with the reason (printed like kernel auto's). The rule (measured:
-// docs/perf-notes.md, "Preconditioners (issue #24, session 17)"): a constant diagonal makes Jacobi a
-// scaling that changes no iterate: none. Below min_rows_for_amg rows an iteration of Jacobi-CG is a few
-// microseconds of launch latency and an AMG setup (tens of milliseconds) cannot pay back: Jacobi. Above, AMG
-// when Jacobi-CG is predicted to need at least amg_min_jacobi_iterations, from kappa(D^-1 A) by Lanczos:
-// iterations ~ sqrt(kappa) / 2 ln(2 / rtol). A few Lanczos steps underestimate kappa (lambda_min's Ritz value
-// lies above the truth), which errs towards Jacobi. H100: AMG's setup + solve beat Jacobi-CG's from about
-// 1200-1900 Jacobi iterations on 1-8M-row problems.
+// docs/perf-notes.md, "Preconditioners, session 18"): below min_rows_for_amg rows an iteration of Jacobi-CG is a
+// few microseconds of launch latency and an AMG setup (tens of milliseconds) cannot pay back. Above, AMG when
+// the diagonal spans coefficient_contrast or more (coefficient jumps), or when a short Jacobi-CG trial
+// (trial_iterations on a random right-hand side, its second half's rate extrapolated to rtol) predicts at
+// least amg_min_jacobi_iterations. Otherwise Jacobi, or none when the diagonal is constant (Jacobi would be a
+// scaling that changes no iterate). A Lanczos estimate of kappa could not separate the cases: after 20 steps
+// it saw kappa >= ~160 on every 3D problem, from 319 Jacobi-CG iterations to 1206.
 struct AutoPreconditionerRule {
   static constexpr int32_t min_rows_for_amg = 100000;
-  static constexpr int lanczos_steps = 20;
-  static constexpr double amg_min_jacobi_iterations = 1500;
+  // AMG where the trial predicts at least this many Jacobi-CG iterations. Measured (H100, session 18, setup +
+  // solve): AMG beat the better of none and Jacobi on aniso3d:128 (0.89; 750 iterations, the trial predicted
+  // 422), poisson3d:200 (0.83; 494, predicted 409), poisson2d:1024 (0.61; 1898, predicted 882) and lost on
+  // poisson3d:128 (1.27; 319, predicted 320): the break-even lies near 400 taken, the trial under-predicts
+  // the harder problems, and 380 splits 320 from 409
+  static constexpr double amg_min_jacobi_iterations = 380;
+  static constexpr int trial_iterations = 40;     // the short Jacobi-CG trial (2-5 % of the AMG solve it decides)
+  static constexpr uint64_t trial_seed = 7;
+  static constexpr double coefficient_contrast = 1e3;  // max / min of the diagonal from which AMG is taken outright
   static constexpr double constant_diagonal = 1e-12;  // max / min - 1 below this: constant
 };
 struct PreconditionerChoice {

@@ -528,6 +528,30 @@ TEST_F(GpuPrecond, PlantedFailuresReportTheirStatus) {
 }
 
 // Degenerate shapes through the public solver: 0 x 0 and 1 x 1 with every preconditioner and solver.
+// auto's short Jacobi-CG trial: a large 2D Laplacian (Jacobi-CG ~750 iterations) gets AMG, a large easier
+// system (a 3D Laplacian shifted by ~2% of its diagonal: ~100) does not, jumping coefficients get AMG without a
+// trial, and a small system never runs one; each says why.
+TEST_F(GpuPrecond, AutoTakesAmgWhereTheTrialPredictsManyIterations) {
+  const CsrMatrix hard = generate("poisson2d:400");
+  CsrMatrix easy = generate("poisson3d:48");
+  for (int32_t i = 0; i < easy.rows; ++i)
+    for (int32_t p = easy.row_ptr[i]; p < easy.row_ptr[i + 1]; ++p)
+      if (easy.col_idx[p] == i) easy.values[p] += 0.1 + 0.05 * (i % 3);  // not constant
+  const Built h = build(hard, Preconditioner::automatic), e = build(easy, Preconditioner::automatic),
+              jump = build(generate("jump3d:48"), Preconditioner::automatic),
+              small = build(generate("poisson2d:100"), Preconditioner::automatic);
+  ASSERT_TRUE(h.m && e.m && jump.m && small.m);
+  EXPECT_EQ(h.m->report().kind, Preconditioner::amg) << h.m->report().reason;
+  EXPECT_NE(h.m->report().reason.find("Jacobi-CG trial"), std::string::npos) << h.m->report().reason;
+  EXPECT_EQ(jump.m->report().kind, Preconditioner::amg) << jump.m->report().reason;
+  EXPECT_NE(jump.m->report().reason.find("coefficient jumps"), std::string::npos) << jump.m->report().reason;
+  EXPECT_EQ(e.m->report().kind, Preconditioner::jacobi) << e.m->report().reason;
+  EXPECT_NE(e.m->report().reason.find("too few for AMG"), std::string::npos) << e.m->report().reason;
+  EXPECT_EQ(small.m->report().kind, Preconditioner::none) << small.m->report().reason;
+  EXPECT_NE(small.m->report().reason.find("rows < 100000"), std::string::npos) << small.m->report().reason;
+  EXPECT_NE(small.m->report().reason.find("constant diagonal"), std::string::npos) << small.m->report().reason;
+}
+
 TEST_F(GpuPrecond, EmptyAndOneRowSystems) {
   for (const std::string spec : {"0x0", "poisson2d:1"}) {
     const CsrMatrix a = spec == "0x0" ? CsrMatrix{} : generate(spec);
