@@ -105,7 +105,9 @@ class AutoOperator final : public LinearOperator {
     }
     const auto t0 = std::chrono::steady_clock::now();
     spmv_ = pick(spmv, a, o, 1, why, o.autotune);
-    if (expected_k_ > 1) {
+    if (expected_k_ > 1 && o.columnwise) {
+      why += "; k=" + std::to_string(expected_k_) + ": the SpMV column by column (columnwise: each column's bits those of a single apply)";
+    } else if (expected_k_ > 1) {
       std::string why_k;
       spmm_ = pick(spmm, a, o, expected_k_, why_k, o.autotune, clearly_dia ? nullptr : spmv_.get());
       why += "; k=" + std::to_string(expected_k_) + ": " + why_k;

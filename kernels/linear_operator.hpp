@@ -31,6 +31,10 @@ struct OperatorOptions {
   // no persistent-CG layout: for matrices made on the device (AMG's levels), where a host-built layout
   // (SELL, row blocks) would first download the matrix.
   bool device_layouts_only = false;
+  // auto: k columns as k single-column SpMVs (no SpMM), so that column j of a block apply has the bits of the
+  // single apply of column j: the preconditioners' operators under --deterministic, where a k-column apply must
+  // equal k single applies bitwise (an SpMM sums a row in another order than the SpMV).
+  bool columnwise = false;
 };
 
 // Device buffers for a fused dot product written by a kernel's epilogue: per-block partial sums, reduced in

@@ -94,11 +94,18 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   level_options.autotune = false;  // a timed trial per level would cost more than it saves
   level_options.device_layouts_only = true;  // the levels live on the device: no host-built layouts
   level_options.expected_k = std::max(1, in.expected_columns);
+  // --deterministic: a k-column cycle equals k single cycles bitwise, so every level's operator (the finest's
+  // too: the solver's own may sum a block apply in an SpMM's order) applies k columns as k SpMVs
+  level_options.columnwise = in.operator_options.deterministic;
 
   levels_.reserve(static_cast<size_t>(std::max(1, o.max_levels)) + 1);  // Level& stays valid while levels are added
   levels_.emplace_back();
   levels_[0].a = in.matrix.device_csr();
   levels_[0].op = &in.op;
+  if (level_options.columnwise && level_options.expected_k > 1 && in.op.rows() > o.coarse_rows) {
+    levels_[0].owned = make_operator("auto", in.matrix, level_options);
+    levels_[0].op = levels_[0].owned.get();
+  }
   try {
     for (size_t l = 0;; ++l) {
       const DeviceCsr& a = *levels_[l].a;

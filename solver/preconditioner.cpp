@@ -11,6 +11,7 @@
 #include "amg_kernels.hpp"
 #include "matrix_setup.hpp"
 #include "precond_ops.hpp"
+#include "registry.hpp"
 #include "solver.hpp"
 #include "spectrum.hpp"
 #include "thrust_ops.hpp"
@@ -54,14 +55,23 @@ class JacobiPreconditioner final : public PreconditionerOp {
 class ChebyshevPreconditioner final : public PreconditionerOp {
  public:
   ChebyshevPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in)
-      : PreconditionerOp(in.op.rows()), a_(in.op) {
+      : PreconditionerOp(in.op.rows()), a_(&in.op) {
+    // --deterministic: k columns as k SpMVs, so that a k-column apply equals k single applies bitwise
+    if (in.operator_options.deterministic && in.expected_columns > 1 && rows_ > 0) {
+      OperatorOptions columnwise = in.operator_options;
+      columnwise.columnwise = true;
+      columnwise.autotune = false;
+      columnwise.expected_k = in.expected_columns;
+      owned_ = make_operator("auto", in.matrix, columnwise);
+      a_ = owned_.get();
+    }
     if (o.chebyshev_degree < 1 || o.chebyshev_degree > 64) throw UsageError("chebyshev: the degree must be 1..64");
     if (!(o.chebyshev_ratio > 1)) throw UsageError("chebyshev: the eigenvalue ratio must be > 1");
     const auto t0 = std::chrono::steady_clock::now();
     dinv_ = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "chebyshev", 0);
     const double diagonal_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
-    const SpectrumEstimate est = estimate_spectrum(a_, dinv_.data(), o.eigen_steps, 1, 0);
+    const SpectrumEstimate est = estimate_spectrum(*a_, dinv_.data(), o.eigen_steps, 1, 0);
     if (rows_ > 0 && (!est.finite || !(est.lambda_max > 0)))
       throw InputError(in.matrix_name, 0, "chebyshev: the eigenvalue estimate of D^-1 A failed (" +
                                               std::string(est.finite ? "lambda_max <= 0" : "NaN or Inf met") + ")");
@@ -81,15 +91,16 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
     d_ = DeviceArray<double>(rows_ * k, "chebyshev step");
   }
   void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
-    apply_polynomial(a_, dinv_.data(), steps_, R, Z, true, res_.data(), d_.data(), k, s);
+    apply_polynomial(*a_, dinv_.data(), steps_, R, Z, true, res_.data(), d_.data(), k, s);
   }
   double bytes_per_apply(int k) const override {
-    return (steps_.size() - 1) * a_.bytes_per_apply(k) + steps_.size() * 48.0 * rows_ * k;
+    return (steps_.size() - 1) * a_->bytes_per_apply(k) + steps_.size() * 48.0 * rows_ * k;
   }
   double lambda_max() const { return lambda_max_; }
 
  private:
-  const LinearOperator& a_;
+  const LinearOperator* a_;                  // the solver's operator, or owned_
+  std::unique_ptr<LinearOperator> owned_;    // --deterministic with k > 1: a columnwise one
   DeviceArray<double> dinv_;
   double lambda_min_ = 0, lambda_max_ = 0;
   PolynomialSteps steps_;
