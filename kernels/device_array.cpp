@@ -84,6 +84,8 @@ DeviceMemoryInfo device_memory_info() {
   return info;
 }
 
+void release_idle_device_memory() { device_pool().trim(); }
+
 void* device_allocate(size_t bytes, const char* what) {
   void* p = nullptr;
   const cudaError_t e = device_pool().allocate(&p, bytes);

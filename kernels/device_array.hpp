@@ -20,6 +20,8 @@ struct DeviceMemoryInfo {
   size_t free_bytes = 0, total_bytes = 0;
 };
 DeviceMemoryInfo device_memory_info();
+// Returns what the pool keeps idle to the driver (waits for the device first), for other users of the device.
+void release_idle_device_memory();
 // Thrust's temporary storage from the same pool: thrust::cuda::par(allocator).on(stream) (a plain policy would
 // cudaMalloc and cudaFree the scratch of every scan, sort and reduction).
 struct ThrustPoolAllocator {

@@ -548,6 +548,31 @@ TEST_F(GpuPrecond, AutoTakesAmgWhereTheTrialPredictsManyIterations) {
   EXPECT_NE(small.m->report().reason.find("constant diagonal"), std::string::npos) << small.m->report().reason;
 }
 
+// Not enough GPU memory for the hierarchy: a DeviceMemoryError that names AMG's level and the sizes (needed,
+// free), not a crash or a CUDA error; the memory is usable again afterwards.
+TEST_F(GpuPrecond, AmgOutOfMemoryIsAClearError) {
+  const CsrMatrix a = generate("poisson3d:64");  // A P alone needs ~85 MB
+  {
+    Built b = build(a, Preconditioner::jacobi);  // the matrix and its operator first
+    const size_t keep = size_t{48} << 20;
+    const size_t free_bytes = device_memory_info().free_bytes;
+    ASSERT_GT(free_bytes, keep);
+    DeviceArray<char> rest(free_bytes - keep, "test: all but 48 MiB of the device");
+    PreconditionerInputs in{*b.setup, *b.op, OperatorOptions{}, "poisson3d:64", 1};
+    try {
+      make_preconditioner(Preconditioner::amg, PreconditionerOptions{}, in);
+      FAIL() << "the hierarchy fitted in 48 MiB";
+    } catch (const DeviceMemoryError& e) {
+      const std::string m = e.what();
+      for (const char* text : {"amg setup (level 0", "not enough GPU memory", "needed", "free of"})
+        EXPECT_NE(m.find(text), std::string::npos) << text << " in: " << m;
+    }
+  }
+  release_idle_device_memory();
+  const Built again = build(a, Preconditioner::amg);
+  EXPECT_EQ(again.m->report().kind, Preconditioner::amg);
+}
+
 TEST_F(GpuPrecond, EmptyAndOneRowSystems) {
   for (const std::string spec : {"0x0", "poisson2d:1"}) {
     const CsrMatrix a = spec == "0x0" ? CsrMatrix{} : generate(spec);
