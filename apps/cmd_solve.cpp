@@ -89,6 +89,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
        "amg: smoothed (Vanek-Mandel-Brezina) | plain (the tentative P: cheaper setup, more iterations)")
       ("amg-p-smoothings", po::value<int>()->default_value(PreconditionerOptions{}.prolongator_smoothings),
        "amg: damped-Jacobi steps on the tentative prolongator (smoothed aggregation), 1..3")
+      ("amg-omega", po::value<double>()->default_value(PreconditionerOptions{}.prolongator_omega),
+       "amg: each prolongator smoothing's damping x lambda_max(D^-1 A), in (0, 2)")
       ("amg-smoother", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.smoother)),
        "amg: chebyshev | l1-jacobi")
       ("amg-sweeps", po::value<int>()->default_value(PreconditionerOptions{}.smoother_degree),
@@ -137,6 +139,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   po_.coarse_rows = vm["amg-coarse-rows"].as<int>();
   po_.smoother_ratio = vm["amg-smoother-ratio"].as<double>();
   po_.prolongator_smoothings = vm["amg-p-smoothings"].as<int>();
+  po_.prolongator_omega = vm["amg-omega"].as<double>();
   o.vector_ops = option_value<VectorOps>(vm, "vector-ops");
   so.timing = option_value<KernelTiming>(vm, "timing");
   o.graph = option_value<Switch>(vm, "graph");

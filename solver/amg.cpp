@@ -74,6 +74,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   if (!(o.strength_theta >= 0 && o.strength_theta < 1)) throw UsageError("amg: theta must be in [0, 1)");
   if (o.prolongator_smoothings < 1 || o.prolongator_smoothings > 3)
     throw UsageError("amg: the prolongator smoothing steps must be 1..3");
+  if (!(o.prolongator_omega > 0 && o.prolongator_omega < 2))
+    throw UsageError("amg: the prolongator's omega x lambda_max must be in (0, 2) (damped Jacobi diverges past 2)");
   const auto t_total = std::chrono::steady_clock::now();
   const cudaStream_t s = 0;
   std::map<std::string, double> phase_ms;
@@ -148,10 +150,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
           p = std::move(p0);
           return;
         }
-        // omega = 4 / (3 lambda_max) on the Lanczos estimate itself, not the smoother's safety-widened bound: in the
-        // SciPy prototype (scripts/sa_prototype.py) 0.293 per V-cycle on 2D Poisson against 0.359 with the 1.1
-        // factor; damped Jacobi stays stable for omega lambda < 2, far from the few % a Ritz value can miss
-        const double omega = 4.0 / (3.0 * (L.lambda_max / o.lambda_max_safety));
+        // omega = (4/3 by default) / lambda_max on the Lanczos estimate itself, not the smoother's safety-widened
+        // bound: in the SciPy prototype (scripts/sa_prototype.py) 0.293 per V-cycle on 2D Poisson against 0.359
+        // with the 1.1 factor; damped Jacobi stays stable for omega lambda < 2, far from the few % a Ritz value
+        // can miss
+        const double omega = o.prolongator_omega / (L.lambda_max / o.lambda_max_safety);
         p = std::move(p0);
         for (int step = 0; step < o.prolongator_smoothings; ++step)  // P <- P - omega D^-1 A P
           p = row_product(a, p, &p, dinv.data(), -omega, s);

@@ -192,4 +192,5 @@ TEST(Cli, PreconditionerReportAndOptions) {
   expect("solve --precond auto", 0, "; constant diagonal");  // fv1, the default matrix
   expect("solve --matrix " + spcg::test::input("nos6.mtx") + " --precond auto", 0, "auto: 675 rows < 100000");
   expect("solve --precond block-jacobi --block-size 9", 2, "--block-size must be");
+  expect("solve --generate poisson2d:60 --precond amg --amg-omega 2.5", 2, "omega x lambda_max must be in (0, 2)");
 }

@@ -126,6 +126,10 @@ struct PreconditionerOptions {
   // smoothed: damped-Jacobi steps on P0. 2 contracts more (2D Poisson V-cycle 0.23 against 0.33-0.47 in the SciPy
   // prototype, scripts/sa_prototype.py) for a denser coarse level
   int prolongator_smoothings = 1;
+  // each smoothing step's damping: omega = prolongator_omega / lambda_max(D^-1 A), lambda_max the Lanczos
+  // estimate. 4/3 (Vanek, Mandel & Brezina); 1.5 with two smoothings gave 2D Poisson's V-cycle 0.13 in the
+  // SciPy prototype
+  double prolongator_omega = 4.0 / 3.0;
   AmgSmoother smoother = AmgSmoother::chebyshev;
   // Chebyshev degree, or l1-Jacobi sweeps, before and after the coarse correction. 3: on the six SPD files
   // where Jacobi-CG needs >= 1000 iterations, 4366 iterations in all against degree 2's 5779 (H100)
