@@ -1,5 +1,6 @@
 #include "device_array.hpp"
 
+#include <atomic>
 #include <cstdio>
 
 namespace spcg {
@@ -70,8 +71,13 @@ class DevicePool {
   cudaStream_t stream_ = nullptr;  // never destroyed: frees may run during static destruction
 };
 
+std::atomic<bool> pool_made{false};
 const DevicePool& device_pool() {
-  static const DevicePool* pool = new DevicePool;  // process lifetime (see stream_)
+  static const DevicePool* pool = [] {
+    const DevicePool* p = new DevicePool;  // process lifetime (see stream_)
+    pool_made = true;
+    return p;
+  }();
   return *pool;
 }
 
@@ -84,7 +90,9 @@ DeviceMemoryInfo device_memory_info() {
   return info;
 }
 
-void release_idle_device_memory() { device_pool().trim(); }
+void release_idle_device_memory() {
+  if (pool_made) device_pool().trim();  // nothing allocated yet: no pool to trim, and no CUDA to start
+}
 
 void* device_allocate(size_t bytes, const char* what) {
   void* p = nullptr;

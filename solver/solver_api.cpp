@@ -233,7 +233,11 @@ Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std:
   s.phases.front().ms += copy_ms;  // "upload": the device-to-device copy
 }
 
-Solver::~Solver() = default;
+Solver::~Solver() {
+  if (!impl_) return;  // moved from
+  impl_.reset();
+  release_idle_device_memory();  // the setup's memory back to the driver, not kept in our pool for nobody
+}
 Solver::Solver(Solver&&) noexcept = default;
 Solver& Solver::operator=(Solver&&) noexcept = default;
 
