@@ -47,7 +47,9 @@ if r:
     print(f"  poisson3d:200 AMG-PCG iterations: {r['its']} (target <= 20)")
     j = get("gen_poisson3d_200_cg_jacobi")
     if j:
-        print(f"  poisson3d:200 AMG setup + solve / Jacobi solve: {r['total'] / j['solve']:.3f} (target <= 1.0)")
+        print(f"  poisson3d:200 AMG setup + solve / Jacobi solve: {(r['pc_setup'] + r['solve']) / j['solve']:.3f} "
+              f"(target <= 1.0; the preconditioner's setup), {r['total'] / j['solve']:.3f} (the whole setup, "
+              f"the matrix's upload and statistics too)")
         print(f"  poisson3d:200 AMG preconditioner setup / Jacobi solve: {r['pc_setup'] / j['solve']:.3f} (target <= 0.5)")
 for spec, target in (("poisson2d_1024", 0.3), ("jump3d_128", 0.3), ("aniso3d_128", 0.5)):
     ratio(f"gen_{spec}_cg_amg", f"gen_{spec}_cg_jacobi", f"{spec} AMG / Jacobi", target)
