@@ -1,9 +1,10 @@
 #pragma once
-// Every CUDA, cuSPARSE and cuBLAS call goes through these macros: a failure becomes a spcg::CudaError
+// Every CUDA, cuSPARSE, cuBLAS and NCCL call goes through these macros: a failure becomes a spcg::CudaError
 // carrying the call, file and line, which the CLI prints as one line.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
+#include <nccl.h>
 
 #include <memory>
 #include <string>
@@ -40,4 +41,11 @@ namespace spcg {
     const cublasStatus_t spcg_st_ = (call);                                                           \
     if (spcg_st_ != CUBLAS_STATUS_SUCCESS)                                                            \
       ::spcg::throw_cuda_error("cuBLAS", #call, cublasGetStatusString(spcg_st_), __FILE__, __LINE__); \
+  } while (0)
+
+#define CHECK_NCCL(call)                                                                         \
+  do {                                                                                           \
+    const ncclResult_t spcg_nr_ = (call);                                                        \
+    if (spcg_nr_ != ncclSuccess)                                                                 \
+      ::spcg::throw_cuda_error("NCCL", #call, ncclGetErrorString(spcg_nr_), __FILE__, __LINE__); \
   } while (0)

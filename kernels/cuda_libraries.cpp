@@ -1,11 +1,12 @@
-// cuSPARSE and cuBLAS loaded on first use (dlopen), not at process start.
-// Linked the usual way, the two libraries (and cublasLt and nvJitLink behind them, 850 MB of shared objects)
+// cuSPARSE, cuBLAS and NCCL loaded on first use (dlopen), not at process start.
+// Linked the usual way, cuSPARSE and cuBLAS (and cublasLt and nvJitLink behind them, 850 MB of shared objects)
 // are mapped and their constructors run in every process: 0.37 s and 255 MB of RSS for a program that calls
 // nothing (dev machine, `int main() {}` linked with -lcublas -lcusparse), against 0.00 s unlinked. Our kernels
-// need neither; the cuSPARSE baseline, the reference CG and block CG beyond 32 columns do. So the functions we
-// call are defined here with the libraries' own prototypes (hidden, so a loaded library never binds to them),
-// and each forwards to the symbol looked up in the library, which is opened the first time any of its functions
-// is called. A library that cannot be opened is a CudaError naming it and the loader's reason.
+// need none of them; the cuSPARSE baseline, the reference CG, block CG beyond 32 columns and the multi-GPU
+// solvers (NCCL) do. So the functions we call are defined here with the libraries' own prototypes (hidden, so a
+// loaded library never binds to them), and each forwards to the symbol looked up in the library, which is
+// opened the first time any of its functions is called. A library that cannot be opened is a CudaError naming
+// it and the loader's reason.
 #include "cuda_libraries.hpp"
 
 #include <dlfcn.h>
@@ -19,7 +20,7 @@
 namespace spcg {
 namespace {
 
-std::atomic<bool> cusparse_loaded{false}, cublas_loaded{false};
+std::atomic<bool> cusparse_loaded{false}, cublas_loaded{false}, nccl_loaded{false};
 
 class SharedLibrary {
  public:
@@ -50,6 +51,10 @@ const SharedLibrary& cusparse_library() {
   static const SharedLibrary lib("cuSPARSE", "libcusparse.so." + std::to_string(CUSPARSE_VER_MAJOR), cusparse_loaded);
   return lib;
 }
+const SharedLibrary& nccl_library() {
+  static const SharedLibrary lib("NCCL", "libnccl.so." + std::to_string(NCCL_MAJOR), nccl_loaded);
+  return lib;
+}
 const SharedLibrary& cublas_library() {
   static const SharedLibrary lib("cuBLAS", "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), cublas_loaded);
   return lib;
@@ -64,6 +69,7 @@ Fn lookup(const SharedLibrary& lib, const char* name) {
 
 bool cusparse_is_loaded() { return cusparse_loaded; }
 bool cublas_is_loaded() { return cublas_loaded; }
+bool nccl_is_loaded() { return nccl_loaded; }
 
 }  // namespace spcg
 
@@ -240,3 +246,31 @@ SPCG_HIDDEN cublasStatus_t cublasDaxpy_v2(cublasHandle_t handle, int n, const do
 SPCG_HIDDEN cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double* alpha, double* x, int incx) {
   SPCG_FORWARD(cublas_library, cublasDscal_v2)(handle, n, alpha, x, incx);
 }
+
+// ---- NCCL (the multi-GPU solvers' communication; a single-GPU process never maps it) ----
+SPCG_HIDDEN ncclResult_t ncclGetUniqueId(ncclUniqueId* id) { SPCG_FORWARD(nccl_library, ncclGetUniqueId)(id); }
+SPCG_HIDDEN ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  SPCG_FORWARD(nccl_library, ncclCommInitRank)(comm, nranks, id, rank);
+}
+SPCG_HIDDEN ncclResult_t ncclCommDestroy(ncclComm_t comm) { SPCG_FORWARD(nccl_library, ncclCommDestroy)(comm); }
+SPCG_HIDDEN ncclResult_t ncclCommAbort(ncclComm_t comm) { SPCG_FORWARD(nccl_library, ncclCommAbort)(comm); }
+SPCG_HIDDEN ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
+  SPCG_FORWARD(nccl_library, ncclCommGetAsyncError)(comm, error);
+}
+SPCG_HIDDEN const char* ncclGetErrorString(ncclResult_t result) {
+  SPCG_FORWARD(nccl_library, ncclGetErrorString)(result);
+}
+SPCG_HIDDEN ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  SPCG_FORWARD(nccl_library, ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+SPCG_HIDDEN ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  SPCG_FORWARD(nccl_library, ncclSend)(sendbuff, count, datatype, peer, comm, stream);
+}
+SPCG_HIDDEN ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  SPCG_FORWARD(nccl_library, ncclRecv)(recvbuff, count, datatype, peer, comm, stream);
+}
+SPCG_HIDDEN ncclResult_t ncclGroupStart() { SPCG_FORWARD(nccl_library, ncclGroupStart)(); }
+SPCG_HIDDEN ncclResult_t ncclGroupEnd() { SPCG_FORWARD(nccl_library, ncclGroupEnd)(); }

@@ -16,7 +16,7 @@ summary=()
 export SPCG_SOURCE_DIR="$(pwd)" SPCG_BINARY="$(pwd)/build/apps/spcg"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/device.txt" 2>&1 || true
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  for t in matrix_market sparse cli kernels solvers api precond; do
+  for t in matrix_market sparse cli kernels solvers api precond comm; do
     build/tests/test_$t --gtest_brief=1 > "$out/test_$t.log" 2>&1
     rc=$?
     summary+=("test_$t: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/test_$t.log" | tr '\n' ' ')")

@@ -40,7 +40,7 @@ class UsageError : public Error {
   using Error::Error;
 };
 
-// A CUDA, cuSPARSE or cuBLAS call failed (the message names the call, file and line), or no device is usable.
+// A CUDA, cuSPARSE, cuBLAS or NCCL call failed (the message names the call, file and line), or no device is usable.
 class CudaError : public Error {
  public:
   using Error::Error;
@@ -50,6 +50,12 @@ class CudaError : public Error {
 class DeviceMemoryError : public CudaError {
  public:
   using CudaError::CudaError;
+};
+
+// The ranks of a multi-GPU solve could not communicate: a rank failed or left, or a transfer did not match.
+class CommunicationError : public Error {
+ public:
+  using Error::Error;
 };
 
 }  // namespace spcg

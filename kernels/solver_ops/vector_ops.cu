@@ -119,6 +119,16 @@ __global__ void lanczos_next_kernel(int64_t n, const double* __restrict__ w, con
   }
 }
 
+// out[i] = sum over r of inputs[r][i], in rank order (the in-process communicator's allreduce).
+__global__ void sum_over_ranks_kernel(const double* const* __restrict__ inputs, int ranks, size_t count,
+                                      double* __restrict__ out) {
+  for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x) {
+    double s = inputs[0][i];
+    for (int r = 1; r < ranks; ++r) s += inputs[r][i];
+    out[i] = s;
+  }
+}
+
 __device__ void set_status(CgScalars* s, double rr) {
   if (s->history && s->iteration < s->history_capacity) s->history[s->iteration] = rr;
   if (!isfinite(rr)) s->status = kNonFinite;
@@ -614,6 +624,13 @@ void launch_lanczos_next(int64_t n, const double* w, const double* d, const doub
   lanczos_next_kernel<<<reduction_blocks(std::max<int64_t>(n, 1)), VectorTuning::threads, 0, s>>>(n, w, d, coeffs, j,
                                                                                                  u_next, t);
   CHECK_LAUNCH("lanczos-next");
+}
+
+void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count, double* out, cudaStream_t s) {
+  if (count == 0 || ranks == 0) return;
+  sum_over_ranks_kernel<<<reduction_blocks(static_cast<int64_t>(count)), VectorTuning::threads, 0, s>>>(inputs, ranks,
+                                                                                                       count, out);
+  CHECK_LAUNCH("sum-over-ranks");
 }
 
 }  // namespace spcg

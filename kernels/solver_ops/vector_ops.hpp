@@ -93,4 +93,7 @@ void launch_lanczos_orthogonalize(int64_t n, double* w, const double* u, const d
 void launch_lanczos_next(int64_t n, const double* w, const double* d, const double* coeffs, int j, double* u_next,
                          double* t, cudaStream_t s);
 
+// out[i] = inputs[0][i] + inputs[1][i] + ... in rank order (inputs: a device array of `ranks` device pointers).
+void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count, double* out, cudaStream_t s);
+
 }  // namespace spcg

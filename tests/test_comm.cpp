@@ -1,0 +1,153 @@
+// The multi-GPU solvers' communication (issue #25): the in-process stand-in group (threads on the one GPU)
+// sums in rank order, bit for bit the host's sum, for 1, 2, 3 and 5 ranks, and delivers point-to-point
+// transfers around a ring and to every other rank; a rank that fails ends the others' waits with a
+// CommunicationError; and NCCL itself, with one rank, sums and sends. GPU tests skip without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "communicator.hpp"
+#include "cuda_libraries.hpp"
+#include "device_array.hpp"
+#include "test_util.hpp"
+
+using namespace spcg;
+
+namespace {
+
+class GpuComm : public ::testing::Test {
+ protected:
+  void SetUp() override { SPCG_REQUIRE_GPU(); }
+  void TearDown() override {
+    std::string why;
+    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
+std::vector<double> values_of(int rank, size_t count) {
+  std::mt19937_64 g(1000 + rank);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(count);
+  for (double& x : v) x = u(g) * (1 + rank);
+  return v;
+}
+
+// Runs body(rank) on one thread per rank; rethrows the first failure.
+void on_ranks(int size, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> failures(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        failures[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
+}
+
+TEST_F(GpuComm, InProcessAllreduceSumsInRankOrder) {
+  for (const int size : {1, 2, 3, 5})
+    for (const size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{100003}}) {
+      InProcessGroup group(size);
+      std::vector<std::vector<double>> results(static_cast<size_t>(size));
+      on_ranks(size, [&](int r) {
+        DeviceArray<double> v(values_of(r, count), "test values");
+        group.communicator(r).allreduce_sum(v.data(), count, 0);
+        results[static_cast<size_t>(r)] = v.download();
+      });
+      std::vector<double> expected = values_of(0, count);
+      for (int r = 1; r < size; ++r) {
+        const std::vector<double> v = values_of(r, count);
+        for (size_t i = 0; i < count; ++i) expected[i] += v[i];
+      }
+      for (int r = 0; r < size; ++r)
+        ASSERT_EQ(0, std::memcmp(results[static_cast<size_t>(r)].data(), expected.data(), count * sizeof(double)))
+            << size << " ranks, " << count << " values: rank " << r << " differs from the host's rank-order sum";
+    }
+}
+
+TEST_F(GpuComm, InProcessExchangeDeliversRingAndAllToAll) {
+  for (const int size : {1, 2, 3, 5}) {
+    InProcessGroup group(size);
+    const size_t count = 777;
+    on_ranks(size, [&](int r) {
+      // ring: send to the next rank, receive from the previous one; then every rank sends rank + 1 values to
+      // every other rank
+      DeviceArray<double> mine(values_of(r, count), "test send"), from_prev(count, "test receive");
+      const int next = (r + 1) % size, prev = (r + size - 1) % size;
+      group.communicator(r).exchange({{next, mine.data(), count}}, {{prev, from_prev.data(), count}}, 0);
+      if (from_prev.download() != values_of(prev, count)) throw std::runtime_error("ring: wrong values");
+      std::vector<DeviceArray<double>> inbox;
+      std::vector<Transfer> sends, receives;
+      for (int p = 0; p < size; ++p) {
+        if (p == r) continue;
+        sends.push_back({p, mine.data(), static_cast<size_t>(r + 1)});
+        inbox.emplace_back(static_cast<size_t>(p + 1), "test inbox");
+        receives.push_back({p, inbox.back().data(), static_cast<size_t>(p + 1)});
+      }
+      group.communicator(r).exchange(sends, receives, 0);
+      for (size_t k = 0; k < receives.size(); ++k) {
+        const int p = receives[k].peer;
+        const std::vector<double> got = inbox[k].download(), sent = values_of(p, count);
+        if (!std::equal(got.begin(), got.end(), sent.begin())) throw std::runtime_error("all-to-all: wrong values");
+      }
+    });
+  }
+}
+
+// A rank that fails (here: leaves instead of summing) ends the others' wait with a CommunicationError; a
+// mismatched transfer is one too.
+TEST_F(GpuComm, InProcessFailureEndsEveryRank) {
+  InProcessGroup group(3, /*timeout_s=*/30);
+  std::vector<int> threw(3, 0);
+  on_ranks(3, [&](int r) {
+    if (r == 1) {
+      group.abort();
+      return;
+    }
+    DeviceArray<double> v(values_of(r, 10), "test values");
+    try {
+      group.communicator(r).allreduce_sum(v.data(), 10, 0);
+    } catch (const CommunicationError&) {
+      threw[static_cast<size_t>(r)] = 1;
+    }
+  });
+  EXPECT_EQ(threw, (std::vector<int>{1, 0, 1}));
+  InProcessGroup slow(2, /*timeout_s=*/0.2);  // rank 1 never comes: rank 0 times out
+  DeviceArray<double> v(values_of(0, 10), "test values");
+  EXPECT_THROW(slow.communicator(0).allreduce_sum(v.data(), 10, 0), CommunicationError);
+  InProcessGroup pair(2);  // rank 1 expects 5 values, rank 0 sends 8: both ranks stop
+  on_ranks(2, [&](int r) {
+    DeviceArray<double> buffer(8, "test buffer");
+    if (r == 0) EXPECT_THROW(pair.communicator(0).exchange({{1, buffer.data(), 8}}, {}, 0), CommunicationError);
+    else EXPECT_THROW(pair.communicator(1).exchange({}, {{0, buffer.data(), 5}}, 0), CommunicationError);
+  });
+}
+
+// NCCL itself, one rank: loaded on first use, the sum over one rank leaves the values' bits, a send to itself
+// arrives.
+TEST_F(GpuComm, NcclOneRankSumsAndSends) {
+  NcclCommunicator comm(0, 1, NcclCommunicator::unique_id());
+  EXPECT_TRUE(nccl_is_loaded());
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.size(), 1);
+  const std::vector<double> h = values_of(0, 5000);
+  DeviceArray<double> v(h, "test values"), received(h.size(), "test receive");
+  comm.allreduce_sum(v.data(), h.size(), 0);
+  CHECK_CUDA(cudaStreamSynchronize(0));
+  EXPECT_EQ(v.download(), h);
+  comm.exchange({{0, v.data(), h.size()}}, {{0, received.data(), h.size()}}, 0);
+  CHECK_CUDA(cudaStreamSynchronize(0));
+  EXPECT_EQ(received.download(), h);
+  EXPECT_THROW(NcclCommunicator(1, 1, NcclCommunicator::unique_id()), UsageError);
+}
+
+}  // namespace
