@@ -1,9 +1,11 @@
 // The multi-GPU solvers' communication (issue #25): the in-process stand-in group (threads on the one GPU)
 // sums in rank order, bit for bit the host's sum, for 1, 2, 3 and 5 ranks, and delivers point-to-point
 // transfers around a ring and to every other rank; a rank that fails ends the others' waits with a
-// CommunicationError; and NCCL itself, with one rank, sums and sends. GPU tests skip without a GPU.
+// CommunicationError; the distributed SpMV (local product overlapped with the halo exchange) equals the whole
+// product on 1, 2, 3 and 5 ranks; and NCCL itself, with one rank, sums and sends. GPU tests skip without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -13,6 +15,10 @@
 #include "communicator.hpp"
 #include "cuda_libraries.hpp"
 #include "device_array.hpp"
+#include "distributed_operator.hpp"
+#include "generators.hpp"
+#include "matrix_market.hpp"
+#include "partition.hpp"
 #include "test_util.hpp"
 
 using namespace spcg;
@@ -130,6 +136,41 @@ TEST_F(GpuComm, InProcessFailureEndsEveryRank) {
     if (r == 0) EXPECT_THROW(pair.communicator(0).exchange({{1, buffer.data(), 8}}, {}, 0), CommunicationError);
     else EXPECT_THROW(pair.communicator(1).exchange({}, {{0, buffer.data(), 5}}, 0), CommunicationError);
   });
+}
+
+// y = A x by ranks, each with its rows' local and halo blocks and the in-process communicator, against the host
+// product of the whole matrix (the same entries, summed local block first: rounding apart).
+TEST_F(GpuComm, DistributedSpmvEqualsTheWholeProduct) {
+  std::vector<std::pair<std::string, CsrMatrix>> cases = {
+      {"poisson2d:30", generate("poisson2d:30")}, {"jump3d:7", generate("jump3d:7")},
+      {"powerlaw:600", generate("powerlaw:600")}, {"poisson2d:1", generate("poisson2d:1")}};
+  cases.emplace_back("bcsstk01", read_matrix_market(spcg::test::input("bcsstk01.mtx")).matrix);
+  for (const auto& [name, a] : cases)
+    for (const int size : {1, 2, 3, 5}) {
+      const std::string what = name + " on " + std::to_string(size) + " ranks";
+      const std::vector<RankBlocks> blocks = split_for_ranks(a, partition_by_work(a, size));
+      const std::vector<double> x = values_of(7, static_cast<size_t>(a.cols));
+      std::vector<double> y(static_cast<size_t>(a.rows), std::nan(""));
+      InProcessGroup group(size);
+      on_ranks(size, [&](int r) {
+        const RankBlocks& b = blocks[static_cast<size_t>(r)];
+        DistributedOperator op(b, group.communicator(r));
+        const std::vector<double> xr(x.begin() + b.row_begin, x.begin() + b.row_end);
+        DeviceArray<double> dx(xr, "test x"), dy(xr.size(), "test y");
+        op.apply(dx.data(), dy.data(), 0);
+        CHECK_CUDA(cudaStreamSynchronize(0));
+        const std::vector<double> yr = dy.download();
+        std::copy(yr.begin(), yr.end(), y.begin() + b.row_begin);  // disjoint rows per rank
+      });
+      for (int32_t i = 0; i < a.rows; ++i) {
+        double expected = 0, scale = 0;
+        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+          expected += a.values[p] * x[a.col_idx[p]];
+          scale += std::abs(a.values[p] * x[a.col_idx[p]]);
+        }
+        ASSERT_NEAR(y[i], expected, 1e-14 * (a.row_ptr[i + 1] - a.row_ptr[i] + 1) * scale + 1e-300) << what << " row " << i;
+      }
+    }
 }
 
 // NCCL itself, one rank: loaded on first use, the sum over one rank leaves the values' bits, a send to itself

@@ -129,6 +129,13 @@ __global__ void sum_over_ranks_kernel(const double* const* __restrict__ inputs, 
   }
 }
 
+// out[i] = x[rows[i]] (the distributed operator's send buffer).
+__global__ void gather_kernel(const int32_t* __restrict__ rows, int64_t count, const double* __restrict__ x,
+                              double* __restrict__ out) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = x[rows[i]];
+}
+
 __device__ void set_status(CgScalars* s, double rr) {
   if (s->history && s->iteration < s->history_capacity) s->history[s->iteration] = rr;
   if (!isfinite(rr)) s->status = kNonFinite;
@@ -631,6 +638,12 @@ void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count,
   sum_over_ranks_kernel<<<reduction_blocks(static_cast<int64_t>(count)), VectorTuning::threads, 0, s>>>(inputs, ranks,
                                                                                                        count, out);
   CHECK_LAUNCH("sum-over-ranks");
+}
+
+void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s) {
+  if (count == 0) return;
+  gather_kernel<<<reduction_blocks(count), VectorTuning::threads, 0, s>>>(rows, count, x, out);
+  CHECK_LAUNCH("gather");
 }
 
 }  // namespace spcg

@@ -96,4 +96,7 @@ void launch_lanczos_next(int64_t n, const double* w, const double* d, const doub
 // out[i] = inputs[0][i] + inputs[1][i] + ... in rank order (inputs: a device array of `ranks` device pointers).
 void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count, double* out, cudaStream_t s);
 
+// out[i] = x[rows[i]], i < count.
+void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s);
+
 }  // namespace spcg
