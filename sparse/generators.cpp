@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "error.hpp"
+#include "parallel.hpp"
 
 namespace spcg {
 namespace {
@@ -17,38 +18,105 @@ struct StencilPoint {
   double value;
 };
 
-CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name) {
+// Rows [row_begin, row_end) of the stencil matrix (row_end < 0: all), columns global: a rank builds its own
+// rows only, so the whole matrix may exceed one process's int32 nonzeros while each rank's share does not.
+CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name,
+                         int64_t row_begin = 0, int64_t row_end = -1) {
   const int64_t n = int64_t{nx} * ny * nz;
   if (nx < 0 || ny < 0 || nz < 0) throw InputError(name, 0, "grid size must be non-negative");
   if (n > std::numeric_limits<int32_t>::max()) throw InputError(name, 0, "grid has more rows than int32 allows");
+  if (row_end < 0) row_end = n;
+  if (row_begin < 0 || row_begin > row_end || row_end > n)
+    throw InputError(name, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside the grid's " +
+                                  std::to_string(n));
   std::sort(pts.begin(), pts.end(), [&](const StencilPoint& a, const StencilPoint& b) {
     return (int64_t{a.dz} * ny + a.dy) * nx + a.dx < (int64_t{b.dz} * ny + b.dy) * nx + b.dx;
   });
-  // Exact count (boundary rows are shorter) so the int32 check and the reservation are tight.
-  int64_t exact = 0;
-  for (const auto& p : pts)
-    exact += int64_t{std::max(0, nx - std::abs(p.dx))} * std::max(0, ny - std::abs(p.dy)) *
-             std::max(0, nz - std::abs(p.dz));
-  if (exact > std::numeric_limits<int32_t>::max())
-    throw InputError(name, 0, "matrix has " + std::to_string(exact) + " nonzeros, more than int32 indexing allows");
+  // Whole grid: the exact count (boundary rows are shorter) refuses an over-large grid before any work. A row
+  // range is checked as its rows are counted.
+  if (row_begin == 0 && row_end == n) {
+    int64_t exact = 0;
+    for (const auto& p : pts)
+      exact += int64_t{std::max(0, nx - std::abs(p.dx))} * std::max(0, ny - std::abs(p.dy)) *
+               std::max(0, nz - std::abs(p.dz));
+    if (exact > std::numeric_limits<int32_t>::max())
+      throw InputError(name, 0, "matrix has " + std::to_string(exact) + " nonzeros, more than int32 indexing allows");
+  }
   CsrMatrix a;
-  a.rows = a.cols = static_cast<int32_t>(n);
-  a.row_ptr.assign(static_cast<size_t>(n) + 1, 0);
-  a.col_idx.reserve(static_cast<size_t>(exact));
-  a.values.reserve(static_cast<size_t>(exact));
-  int64_t row = 0;
-  for (int32_t z = 0; z < nz; ++z)
-    for (int32_t y = 0; y < ny; ++y)
-      for (int32_t x = 0; x < nx; ++x, ++row) {
-        for (const auto& p : pts) {
-          const int32_t xx = x + p.dx, yy = y + p.dy, zz = z + p.dz;
-          if (xx < 0 || xx >= nx || yy < 0 || yy >= ny || zz < 0 || zz >= nz) continue;
-          a.col_idx.push_back(static_cast<int32_t>((int64_t{zz} * ny + yy) * nx + xx));
-          a.values.push_back(p.value);
+  a.rows = static_cast<int32_t>(row_end - row_begin);
+  a.cols = static_cast<int32_t>(n);
+  a.row_ptr.resize(static_cast<size_t>(a.rows) + 1);
+  a.row_ptr[0] = 0;
+  // Rows in parts on every core: the lengths, their prefix sum, then the entries in place (a rank's share of
+  // poisson3d:600 is 100M rows; one thread takes ~15 s).
+  const int64_t rows = row_end - row_begin, plane = int64_t{nx} * ny;
+  const int64_t parts = rows >= (int64_t{1} << 16) ? 8 * int64_t{hardware_threads()} : 1;
+  auto for_rows = [&](auto&& body) {  // body(row, x, y, z) over every row, part by part
+    parallel_for(parts, hardware_threads(), [&](int64_t part) {
+      const int64_t b = row_begin + even_split(rows, parts, part), e = row_begin + even_split(rows, parts, part + 1);
+      if (b == e) return;
+      int32_t z = static_cast<int32_t>(b / plane), y = static_cast<int32_t>(b % plane / nx), x = static_cast<int32_t>(b % nx);
+      for (int64_t row = b; row < e; ++row) {
+        body(row, x, y, z);
+        if (++x == nx) {
+          x = 0;
+          if (++y == ny) y = 0, ++z;
         }
-        a.row_ptr[row + 1] = static_cast<int32_t>(a.col_idx.size());
       }
+    });
+  };
+  auto inside = [&](const StencilPoint& p, int32_t x, int32_t y, int32_t z) {
+    const int32_t xx = x + p.dx, yy = y + p.dy, zz = z + p.dz;
+    return xx >= 0 && xx < nx && yy >= 0 && yy < ny && zz >= 0 && zz < nz;
+  };
+  for_rows([&](int64_t row, int32_t x, int32_t y, int32_t z) {
+    int32_t count = 0;
+    for (const auto& p : pts) count += inside(p, x, y, z);
+    a.row_ptr[static_cast<size_t>(row - row_begin) + 1] = count;
+  });
+  int64_t total = 0;
+  for (size_t i = 1; i < a.row_ptr.size(); ++i) {
+    total += a.row_ptr[i];
+    if (total > std::numeric_limits<int32_t>::max())
+      throw InputError(name, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                                    ") hold more nonzeros than int32 indexing allows: use more ranks");
+    a.row_ptr[i] = static_cast<int32_t>(total);
+  }
+  a.col_idx.resize(static_cast<size_t>(total));
+  a.values.resize(static_cast<size_t>(total));
+  for_rows([&](int64_t row, int32_t x, int32_t y, int32_t z) {
+    int32_t at = a.row_ptr[static_cast<size_t>(row - row_begin)];
+    for (const auto& p : pts)
+      if (inside(p, x, y, z)) {
+        a.col_idx[static_cast<size_t>(at)] = static_cast<int32_t>((int64_t{z + p.dz} * ny + (y + p.dy)) * nx + (x + p.dx));
+        a.values[static_cast<size_t>(at++)] = p.value;
+      }
+  });
   return a;
+}
+
+std::vector<StencilPoint> poisson2d_5pt_points() {
+  return {{0, 0, 0, 4}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -1}, {0, 1, 0, -1}};
+}
+std::vector<StencilPoint> poisson2d_9pt_points() {
+  std::vector<StencilPoint> p;
+  for (int dy = -1; dy <= 1; ++dy)
+    for (int dx = -1; dx <= 1; ++dx) p.push_back({dx, dy, 0, (dx == 0 && dy == 0) ? 8.0 : -1.0});
+  return p;
+}
+std::vector<StencilPoint> poisson3d_7pt_points() {
+  return {{0, 0, 0, 6}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -1}, {0, 1, 0, -1}, {0, 0, -1, -1}, {0, 0, 1, -1}};
+}
+std::vector<StencilPoint> poisson3d_27pt_points() {
+  std::vector<StencilPoint> p;
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) p.push_back({dx, dy, dz, (dx == 0 && dy == 0 && dz == 0) ? 26.0 : -1.0});
+  return p;
+}
+std::vector<StencilPoint> anisotropic3d_points(double ay, double az) {
+  return {{0, 0, 0, 2 * (1 + ay + az)}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -ay}, {0, 1, 0, -ay},
+          {0, 0, -1, -az}, {0, 0, 1, -az}};
 }
 
 int32_t parse_size(const std::string& spec, std::string_view text, int64_t max_value) {
@@ -65,38 +133,12 @@ int32_t parse_size(const std::string& spec, std::string_view text, int64_t max_v
 
 }  // namespace
 
-CsrMatrix poisson2d_5pt(int32_t n) {
-  return stencil_matrix(n, n, 1, {{0, 0, 0, 4}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -1}, {0, 1, 0, -1}},
-                        "poisson2d");
-}
-
-CsrMatrix poisson2d_9pt(int32_t n) {
-  std::vector<StencilPoint> p;
-  for (int dy = -1; dy <= 1; ++dy)
-    for (int dx = -1; dx <= 1; ++dx) p.push_back({dx, dy, 0, (dx == 0 && dy == 0) ? 8.0 : -1.0});
-  return stencil_matrix(n, n, 1, p, "poisson2d9");
-}
-
-CsrMatrix poisson3d_7pt(int32_t n) {
-  return stencil_matrix(n, n, n,
-                        {{0, 0, 0, 6}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -1}, {0, 1, 0, -1}, {0, 0, -1, -1},
-                         {0, 0, 1, -1}},
-                        "poisson3d");
-}
-
-CsrMatrix poisson3d_27pt(int32_t n) {
-  std::vector<StencilPoint> p;
-  for (int dz = -1; dz <= 1; ++dz)
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dx = -1; dx <= 1; ++dx) p.push_back({dx, dy, dz, (dx == 0 && dy == 0 && dz == 0) ? 26.0 : -1.0});
-  return stencil_matrix(n, n, n, p, "poisson3d27");
-}
-
+CsrMatrix poisson2d_5pt(int32_t n) { return stencil_matrix(n, n, 1, poisson2d_5pt_points(), "poisson2d"); }
+CsrMatrix poisson2d_9pt(int32_t n) { return stencil_matrix(n, n, 1, poisson2d_9pt_points(), "poisson2d9"); }
+CsrMatrix poisson3d_7pt(int32_t n) { return stencil_matrix(n, n, n, poisson3d_7pt_points(), "poisson3d"); }
+CsrMatrix poisson3d_27pt(int32_t n) { return stencil_matrix(n, n, n, poisson3d_27pt_points(), "poisson3d27"); }
 CsrMatrix anisotropic3d(int32_t n, double ay, double az) {
-  return stencil_matrix(n, n, n,
-                        {{0, 0, 0, 2 * (1 + ay + az)}, {-1, 0, 0, -1}, {1, 0, 0, -1}, {0, -1, 0, -ay}, {0, 1, 0, -ay},
-                         {0, 0, -1, -az}, {0, 0, 1, -az}},
-                        "aniso3d");
+  return stencil_matrix(n, n, n, anisotropic3d_points(ay, az), "aniso3d");
 }
 
 CsrMatrix jump3d(int32_t n, uint64_t seed) {
@@ -227,28 +269,87 @@ std::string generator_help() {
          "(coefficient jumps 1e-3..1e3), powerlaw:N[:seed]";
 }
 
-CsrMatrix generate(const std::string& spec) {
+namespace {
+
+// A parsed generator spec: its kind, grid size and seed.
+struct GeneratorSpec {
+  std::string kind;
+  int32_t n = 0;
+  uint64_t seed = 0;
+};
+
+GeneratorSpec parse_generator(const std::string& spec) {
   const auto colon = spec.find(':');
   if (colon == std::string::npos)
     throw InputError(spec, 0, "not a generator spec; expected one of " + generator_help());
-  const std::string kind = spec.substr(0, colon);
+  GeneratorSpec g;
+  g.kind = spec.substr(0, colon);
   std::string rest = spec.substr(colon + 1);
-  if (kind == "powerlaw" || kind == "jump3d") {  // N[:seed]
+  if (g.kind == "powerlaw" || g.kind == "jump3d") {  // N[:seed]
     const auto c2 = rest.find(':');
-    uint64_t seed = kind == "powerlaw" ? 42 : 1;
+    g.seed = g.kind == "powerlaw" ? 42 : 1;
     if (c2 != std::string::npos) {
-      seed = static_cast<uint64_t>(parse_size(spec, std::string_view(rest).substr(c2 + 1), 2147483647));
+      g.seed = static_cast<uint64_t>(parse_size(spec, std::string_view(rest).substr(c2 + 1), 2147483647));
       rest = rest.substr(0, c2);
     }
-    if (kind == "jump3d") return jump3d(parse_size(spec, rest, 1290), seed);
-    return powerlaw_spd(parse_size(spec, rest, 200000000), seed);
+    g.n = parse_size(spec, rest, g.kind == "jump3d" ? 1290 : 200000000);
+    return g;
   }
-  if (kind == "poisson2d") return poisson2d_5pt(parse_size(spec, rest, 46340));
-  if (kind == "poisson2d9") return poisson2d_9pt(parse_size(spec, rest, 46340));
-  if (kind == "poisson3d") return poisson3d_7pt(parse_size(spec, rest, 1290));
-  if (kind == "poisson3d27") return poisson3d_27pt(parse_size(spec, rest, 430));
-  if (kind == "aniso3d") return anisotropic3d(parse_size(spec, rest, 1290));
-  throw InputError(spec, 0, "unknown generator '" + kind + "'; expected one of " + generator_help());
+  if (g.kind == "poisson2d" || g.kind == "poisson2d9") g.n = parse_size(spec, rest, 46340);
+  else if (g.kind == "poisson3d" || g.kind == "aniso3d") g.n = parse_size(spec, rest, 1290);
+  else if (g.kind == "poisson3d27") g.n = parse_size(spec, rest, 1290);
+  else throw InputError(spec, 0, "unknown generator '" + g.kind + "'; expected one of " + generator_help());
+  return g;
+}
+
+// The stencil of a stencil generator, with its grid; false for the others.
+bool stencil_of(const GeneratorSpec& g, std::vector<StencilPoint>& pts, int32_t& nz) {
+  nz = g.n;
+  if (g.kind == "poisson2d") pts = poisson2d_5pt_points(), nz = 1;
+  else if (g.kind == "poisson2d9") pts = poisson2d_9pt_points(), nz = 1;
+  else if (g.kind == "poisson3d") pts = poisson3d_7pt_points();
+  else if (g.kind == "poisson3d27") pts = poisson3d_27pt_points();
+  else if (g.kind == "aniso3d") pts = anisotropic3d_points(0.1, 0.01);
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+CsrMatrix generate(const std::string& spec) {
+  const GeneratorSpec g = parse_generator(spec);
+  if (g.kind == "jump3d") return jump3d(g.n, g.seed);
+  if (g.kind == "powerlaw") return powerlaw_spd(g.n, g.seed);
+  std::vector<StencilPoint> pts;
+  int32_t nz = 0;
+  stencil_of(g, pts, nz);
+  return stencil_matrix(g.n, g.n, nz, pts, g.kind.c_str());
+}
+
+int64_t generated_rows(const std::string& spec) {
+  const GeneratorSpec g = parse_generator(spec);
+  if (g.kind == "powerlaw") return g.n;
+  if (g.kind == "poisson2d" || g.kind == "poisson2d9") return int64_t{g.n} * g.n;
+  return int64_t{g.n} * g.n * g.n;
+}
+
+CsrMatrix generate_rows(const std::string& spec, int32_t row_begin, int32_t row_end) {
+  const GeneratorSpec g = parse_generator(spec);
+  std::vector<StencilPoint> pts;
+  int32_t nz = 0;
+  if (stencil_of(g, pts, nz)) return stencil_matrix(g.n, g.n, nz, pts, g.kind.c_str(), row_begin, row_end);
+  // the others (random boxes, a random graph) are made whole, and the rows cut out
+  const CsrMatrix a = generate(spec);
+  if (row_begin < 0 || row_begin > row_end || row_end > a.rows)
+    throw InputError(spec, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside its " +
+                                  std::to_string(a.rows));
+  CsrMatrix s;
+  s.rows = row_end - row_begin, s.cols = a.cols;
+  s.row_ptr.resize(static_cast<size_t>(s.rows) + 1);
+  for (int32_t i = row_begin; i <= row_end; ++i) s.row_ptr[static_cast<size_t>(i - row_begin)] = a.row_ptr[i] - a.row_ptr[row_begin];
+  s.col_idx.assign(a.col_idx.begin() + a.row_ptr[row_begin], a.col_idx.begin() + a.row_ptr[row_end]);
+  s.values.assign(a.values.begin() + a.row_ptr[row_begin], a.values.begin() + a.row_ptr[row_end]);
+  return s;
 }
 
 DenseBlock random_block(int32_t n, int32_t k, uint64_t seed) {

@@ -29,6 +29,12 @@ constexpr int kJump3dBoxes = 16;
 // "jump3d:N[:seed]", "powerlaw:N[:seed]". Throws InputError naming the spec when it is not one of these.
 CsrMatrix generate(const std::string& spec);
 bool looks_like_generator(const std::string& spec);
+// The rows of generate(spec), without making it.
+int64_t generated_rows(const std::string& spec);
+// Rows [row_begin, row_end) of generate(spec) as a (row_end - row_begin) x rows CSR with global columns: one
+// rank's share on several GPUs. The stencils make only those rows (a whole 1000^3 grid would pass int32's
+// nonzeros; a share need not); jump3d and powerlaw are made whole and cut.
+CsrMatrix generate_rows(const std::string& spec, int32_t row_begin, int32_t row_end);
 std::string generator_help();
 
 // n x k values uniform in [-1, 1) drawn in row-major order from SplitMix64(seed): the random right-hand sides

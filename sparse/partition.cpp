@@ -4,6 +4,7 @@
 #include <string>
 
 #include "error.hpp"
+#include "parallel.hpp"
 
 namespace spcg {
 
@@ -39,57 +40,158 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
   return p;
 }
 
-std::vector<RankBlocks> split_for_ranks(const CsrMatrix& a, const RowPartition& p) {
-  if (a.rows != a.cols) throw Error("split_for_ranks: the matrix is not square");
-  if (p.first_row.front() != 0 || p.first_row.back() != a.rows)
-    throw Error("split_for_ranks: the partition does not cover the matrix's rows");
-  const int ranks = p.ranks();
-  std::vector<RankBlocks> out(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    RankBlocks& rb = out[static_cast<size_t>(r)];
-    rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
-    const int32_t b = rb.row_begin, e = rb.row_end, rows = e - b;
-    // halo columns: the distinct columns outside [b, e), sorted (so grouped by owner, as ranges are contiguous)
-    std::vector<int32_t>& halo = rb.plan.halo_columns;
-    for (int32_t i = b; i < e; ++i)
-      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
-        if (a.col_idx[q] < b || a.col_idx[q] >= e) halo.push_back(a.col_idx[q]);
-    std::sort(halo.begin(), halo.end());
-    halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
-    rb.local.rows = rb.local.cols = rows;
-    rb.halo.rows = rows, rb.halo.cols = static_cast<int32_t>(halo.size());
-    rb.local.row_ptr.assign(static_cast<size_t>(rows) + 1, 0);
-    rb.halo.row_ptr.assign(static_cast<size_t>(rows) + 1, 0);
-    for (int32_t i = b; i < e; ++i) {
+namespace {
+
+// Rank r's local and halo blocks and its receives, from its rows (rows.row_ptr over its rows; global columns).
+RankBlocks split_rows(const CsrMatrix& rows_of_rank, const RowPartition& p, int r) {
+  RankBlocks rb;
+  rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
+  const int32_t b = rb.row_begin, e = rb.row_end, rows = e - b;
+  const CsrMatrix& a = rows_of_rank;
+  // rows in parts on every core (a rank's share of a large system is hundreds of millions of entries)
+  const int64_t parts = rows >= (1 << 16) ? 8 * int64_t{hardware_threads()} : 1;
+  auto for_parts = [&](auto&& body) {  // body(first row, end row, part)
+    parallel_for(parts, hardware_threads(), [&](int64_t part) {
+      body(static_cast<int32_t>(even_split(rows, parts, part)), static_cast<int32_t>(even_split(rows, parts, part + 1)), part);
+    });
+  };
+  // halo columns: the distinct columns outside [b, e), sorted (so grouped by owner, as ranges are contiguous);
+  // with the row lengths of both blocks
+  std::vector<int32_t>& halo = rb.plan.halo_columns;
+  std::vector<std::vector<int32_t>> halo_of_part(static_cast<size_t>(parts));
+  rb.local.rows = rb.local.cols = rows;
+  rb.local.row_ptr.resize(static_cast<size_t>(rows) + 1);
+  rb.halo.row_ptr.resize(static_cast<size_t>(rows) + 1);
+  rb.local.row_ptr[0] = rb.halo.row_ptr[0] = 0;
+  for_parts([&](int32_t first, int32_t last, int64_t part) {
+    std::vector<int32_t>& mine = halo_of_part[static_cast<size_t>(part)];
+    for (int32_t i = first; i < last; ++i) {
+      int32_t in = 0;
+      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
+        const bool local = a.col_idx[q] >= b && a.col_idx[q] < e;
+        in += local;
+        if (!local) mine.push_back(a.col_idx[q]);
+      }
+      rb.local.row_ptr[static_cast<size_t>(i) + 1] = in;
+      rb.halo.row_ptr[static_cast<size_t>(i) + 1] = a.row_ptr[i + 1] - a.row_ptr[i] - in;
+    }
+  });
+  for (const auto& mine : halo_of_part) halo.insert(halo.end(), mine.begin(), mine.end());
+  std::sort(halo.begin(), halo.end());
+  halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
+  rb.halo.rows = rows, rb.halo.cols = static_cast<int32_t>(halo.size());
+  for (size_t i = 1; i <= static_cast<size_t>(rows); ++i) {
+    rb.local.row_ptr[i] += rb.local.row_ptr[i - 1];
+    rb.halo.row_ptr[i] += rb.halo.row_ptr[i - 1];
+  }
+  rb.local.col_idx.resize(static_cast<size_t>(rb.local.row_ptr.back()));
+  rb.local.values.resize(rb.local.col_idx.size());
+  rb.halo.col_idx.resize(static_cast<size_t>(rb.halo.row_ptr.back()));
+  rb.halo.values.resize(rb.halo.col_idx.size());
+  for_parts([&](int32_t first, int32_t last, int64_t) {
+    for (int32_t i = first; i < last; ++i) {
+      int32_t l = rb.local.row_ptr[i], h = rb.halo.row_ptr[i];
       for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
         const int32_t c = a.col_idx[q];
         if (c >= b && c < e) {
-          rb.local.col_idx.push_back(c - b), rb.local.values.push_back(a.values[q]);
+          rb.local.col_idx[l] = c - b, rb.local.values[l++] = a.values[q];
         } else {  // the slot order is the column order: a row's halo entries stay sorted
-          const int32_t slot = static_cast<int32_t>(std::lower_bound(halo.begin(), halo.end(), c) - halo.begin());
-          rb.halo.col_idx.push_back(slot), rb.halo.values.push_back(a.values[q]);
+          rb.halo.col_idx[h] = static_cast<int32_t>(std::lower_bound(halo.begin(), halo.end(), c) - halo.begin());
+          rb.halo.values[h++] = a.values[q];
         }
       }
-      rb.local.row_ptr[static_cast<size_t>(i - b) + 1] = static_cast<int32_t>(rb.local.col_idx.size());
-      rb.halo.row_ptr[static_cast<size_t>(i - b) + 1] = static_cast<int32_t>(rb.halo.col_idx.size());
     }
-    // receives: the runs of halo columns by owner
-    for (size_t s = 0; s < halo.size();) {
-      const int peer = p.owner(halo[s]);
-      HaloPlan::Transfer t;
-      t.peer = peer;
-      while (s < halo.size() && halo[s] < p.end(peer)) t.rows.push_back(halo[s++]);
-      rb.plan.receive.push_back(std::move(t));
-    }
+  });
+  // receives: the runs of halo columns by owner
+  for (size_t s = 0; s < halo.size();) {
+    const int peer = p.owner(halo[s]);
+    HaloPlan::Transfer t;
+    t.peer = peer;
+    while (s < halo.size() && halo[s] < p.end(peer)) t.rows.push_back(halo[s++]);
+    rb.plan.receive.push_back(std::move(t));
   }
-  // sends: each receive, seen from its sender (receivers taken in increasing rank, so sends are by peer)
-  for (int q = 0; q < ranks; ++q)
-    for (const HaloPlan::Transfer& rcv : out[static_cast<size_t>(q)].plan.receive) {
-      HaloPlan::Transfer snd;
-      snd.peer = q;
-      for (int32_t col : rcv.rows) snd.rows.push_back(col - p.begin(rcv.peer));
-      out[static_cast<size_t>(rcv.peer)].plan.send.push_back(std::move(snd));
+  return rb;
+}
+
+// Rows [b, e) of a, as a rows x a.cols CSR with global columns.
+CsrMatrix row_slice(const CsrMatrix& a, int32_t b, int32_t e) {
+  CsrMatrix s;
+  s.rows = e - b, s.cols = a.cols;
+  s.row_ptr.resize(static_cast<size_t>(e - b) + 1);
+  for (int32_t i = b; i <= e; ++i) s.row_ptr[static_cast<size_t>(i - b)] = a.row_ptr[i] - a.row_ptr[b];
+  s.col_idx.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
+  s.values.assign(a.values.begin() + a.row_ptr[b], a.values.begin() + a.row_ptr[e]);
+  return s;
+}
+
+void check_partition(const RowPartition& p, int32_t rows, int rank, const char* what) {
+  if (p.first_row.front() != 0 || p.first_row.back() != rows)
+    throw Error(std::string(what) + ": the partition does not cover the matrix's rows");
+  if (rank < 0 || rank >= p.ranks())
+    throw Error(std::string(what) + ": rank " + std::to_string(rank) + " of " + std::to_string(p.ranks()));
+}
+
+}  // namespace
+
+RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
+  if (a.rows != a.cols) throw Error("rank_blocks: the matrix is not square");
+  check_partition(p, a.rows, rank, "rank_blocks");
+  const int32_t b = p.begin(rank), e = p.end(rank);
+  RankBlocks rb = split_rows(row_slice(a, b, e), p, rank);
+  // sends: for each peer q, the distinct columns in [b, e) that q's rows hold, sorted (= q's receive from us)
+  for (int q = 0; q < p.ranks(); ++q) {
+    if (q == rank) continue;
+    std::vector<int32_t> cols;
+    for (int32_t i = p.begin(q); i < p.end(q); ++i)
+      for (int32_t k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k)
+        if (a.col_idx[k] >= b && a.col_idx[k] < e) cols.push_back(a.col_idx[k] - b);
+    if (cols.empty()) continue;
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    rb.plan.send.push_back({q, std::move(cols)});
+  }
+  return rb;
+}
+
+RankBlocks rank_blocks_from_rows(const CsrMatrix& rows, const RowPartition& p, int rank) {
+  check_partition(p, rows.cols, rank, "rank_blocks_from_rows");
+  if (rows.rows != p.end(rank) - p.begin(rank))
+    throw Error("rank_blocks_from_rows: " + std::to_string(rows.rows) + " rows given for rank " + std::to_string(rank) +
+                ", which owns " + std::to_string(p.end(rank) - p.begin(rank)));
+  RankBlocks rb = split_rows(rows, p, rank);
+  // structural symmetry: peer q needs x_i exactly when row i has a column that q owns
+  std::vector<std::vector<int32_t>> to(static_cast<size_t>(p.ranks()));
+  for (int32_t i = 0; i < rows.rows; ++i) {
+    int last = -1;
+    std::vector<int> peers;
+    for (int32_t k = rows.row_ptr[i]; k < rows.row_ptr[i + 1]; ++k) {
+      const int32_t c = rows.col_idx[k];
+      if (c >= rb.row_begin && c < rb.row_end) continue;
+      const int q = p.owner(c);
+      if (q != last) peers.push_back(q), last = q;
     }
+    std::sort(peers.begin(), peers.end());
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+    for (int q : peers) to[static_cast<size_t>(q)].push_back(i);
+  }
+  for (int q = 0; q < p.ranks(); ++q)
+    if (!to[static_cast<size_t>(q)].empty()) rb.plan.send.push_back({q, std::move(to[static_cast<size_t>(q)])});
+  return rb;
+}
+
+RowPartition partition_evenly(int32_t rows, int ranks) {
+  if (ranks < 1) throw Error("partition_evenly: " + std::to_string(ranks) + " ranks (at least 1)");
+  RowPartition p;
+  p.first_row.resize(static_cast<size_t>(ranks) + 1);
+  for (int r = 0; r <= ranks; ++r) p.first_row[static_cast<size_t>(r)] = static_cast<int32_t>(int64_t{rows} * r / ranks);
+  return p;
+}
+
+std::vector<RankBlocks> split_for_ranks(const CsrMatrix& a, const RowPartition& p) {
+  if (a.rows != a.cols) throw Error("split_for_ranks: the matrix is not square");
+  check_partition(p, a.rows, 0, "split_for_ranks");
+  std::vector<RankBlocks> out;
+  for (int r = 0; r < p.ranks(); ++r) out.push_back(rank_blocks(a, p, r));
   return out;
 }
 

@@ -50,8 +50,18 @@ struct RankBlocks {
   HaloPlan plan;
 };
 
-// Every rank's blocks and consistent plans (each rank's sends are its peers' receives). A real rank needs only
-// its own entry; the tests and the one-process path use them all.
+// Equal row counts (generated stencils, whose rows cost about the same: no whole matrix to weigh).
+RowPartition partition_evenly(int32_t rows, int ranks);
+
+// One rank's blocks and plan from the whole matrix (a rank that read the whole file). Any structure.
+RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank);
+// One rank's blocks and plan from its own rows only (rows.rows = its row count, rows.cols = the whole matrix's;
+// global columns): what a rank that generated its rows builds. The sends assume a structurally symmetric A
+// (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
+RankBlocks rank_blocks_from_rows(const CsrMatrix& rows, const RowPartition& p, int rank);
+
+// Every rank's blocks and consistent plans (each rank's sends are its peers' receives): rank_blocks for each.
+// The tests and the in-process path use them all.
 std::vector<RankBlocks> split_for_ranks(const CsrMatrix& a, const RowPartition& p);
 
 // The exchange on one machine, in memory: x_parts[r] holds rank r's entries of x (its rows); returns each rank's
