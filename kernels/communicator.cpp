@@ -12,6 +12,66 @@
 
 namespace spcg {
 
+// ---- counting and timing, for every communicator ----
+
+struct Communicator::Timing {
+  struct Pair {
+    cudaEvent_t start = nullptr, end = nullptr;
+    bool sum = false;
+  };
+  std::vector<Pair> pending;
+  ~Timing() {
+    for (Pair& p : pending) cudaEventDestroy(p.start), cudaEventDestroy(p.end);
+  }
+  Pair record_start(bool sum, cudaStream_t s) {
+    Pair p;
+    p.sum = sum;
+    CHECK_CUDA(cudaEventCreate(&p.start));
+    CHECK_CUDA(cudaEventCreate(&p.end));
+    pending.push_back(p);
+    CHECK_CUDA(cudaEventRecord(p.start, s));
+    return p;
+  }
+};
+
+Communicator::Communicator() = default;
+Communicator::~Communicator() = default;
+
+void Communicator::allreduce_sum(double* values, size_t count, cudaStream_t s) {
+  ++stats_.sums;
+  stats_.sum_bytes += static_cast<int64_t>(count * sizeof(double));
+  if (!timing_) return sum_impl(values, count, s);
+  if (!timed_) timed_ = std::make_unique<Timing>();
+  const Timing::Pair p = timed_->record_start(true, s);
+  sum_impl(values, count, s);
+  CHECK_CUDA(cudaEventRecord(p.end, s));
+}
+
+void Communicator::exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s) {
+  ++stats_.exchanges;
+  for (const Transfer& t : sends) stats_.exchange_bytes_sent += static_cast<int64_t>(t.count * sizeof(double));
+  for (const Transfer& t : receives) stats_.exchange_bytes_received += static_cast<int64_t>(t.count * sizeof(double));
+  if (!timing_) return exchange_impl(sends, receives, s);
+  if (!timed_) timed_ = std::make_unique<Timing>();
+  const Timing::Pair p = timed_->record_start(false, s);
+  exchange_impl(sends, receives, s);
+  CHECK_CUDA(cudaEventRecord(p.end, s));
+}
+
+CommunicationStats Communicator::stats() const {
+  if (timed_) {
+    for (Timing::Pair& p : timed_->pending) {
+      CHECK_CUDA(cudaEventSynchronize(p.end));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, p.start, p.end));
+      (p.sum ? stats_.sum_ms : stats_.exchange_ms) += ms;
+      cudaEventDestroy(p.start), cudaEventDestroy(p.end);
+    }
+    timed_->pending.clear();
+  }
+  return stats_;
+}
+
 // ---- NCCL ----
 
 ncclUniqueId NcclCommunicator::unique_id() {
@@ -27,16 +87,46 @@ NcclCommunicator::NcclCommunicator(int rank, int size, const ncclUniqueId& id) :
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  gathered_.reset();
   if (comm_) ncclCommDestroy(comm_);  // a failing destroy in a destructor cannot be reported
 }
 
-void NcclCommunicator::allreduce_sum(double* values, size_t count, cudaStream_t s) {
+// The all-gather's buffer (size x count values) and the device array of its rank slices' addresses, grown on
+// demand.
+struct NcclCommunicator::Gathered {
+  DeviceArray<double> values;
+  DeviceArray<const double*> slices;
+  size_t count = 0;
+};
+
+void NcclCommunicator::sum_impl(double* values, size_t count, cudaStream_t s) {
   if (count == 0) return;
-  CHECK_NCCL(ncclAllReduce(values, values, count, ncclDouble, ncclSum, comm_, s));
+  if (!gathered_) gathered_ = std::make_unique<Gathered>();
+  Gathered& g = *gathered_;
+  if (g.count < count) {
+    CHECK_CUDA(cudaStreamSynchronize(s));  // the old buffer may still be read by the stream
+    g.values = DeviceArray<double>(count * static_cast<size_t>(size_), "NCCL gathered sums");
+    std::vector<const double*> slices;
+    for (int r = 0; r < size_; ++r) slices.push_back(g.values.data() + static_cast<size_t>(r) * count);
+    g.slices = DeviceArray<const double*>(slices, "NCCL gathered slices");
+    g.count = count;
+  }
+  // slices are g.count apart; a smaller sum gathers with that stride by sending into the first count values
+  if (g.count == count) {
+    CHECK_NCCL(ncclAllGather(values, g.values.data(), count, ncclDouble, comm_, s));
+  } else {
+    CHECK_NCCL(ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      CHECK_NCCL(ncclSend(values, count, ncclDouble, r, comm_, s));
+      CHECK_NCCL(ncclRecv(g.values.data() + static_cast<size_t>(r) * g.count, count, ncclDouble, r, comm_, s));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+  }
+  launch_sum_over_ranks(g.slices.data(), size_, count, values, s);
 }
 
-void NcclCommunicator::exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
-                                cudaStream_t s) {
+void NcclCommunicator::exchange_impl(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
+                                     cudaStream_t s) {
   CHECK_NCCL(ncclGroupStart());
   for (const Transfer& t : sends)
     if (t.count) CHECK_NCCL(ncclSend(t.data, t.count, ncclDouble, t.peer, comm_, s));
@@ -92,9 +182,10 @@ class InProcessCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return shared_.size; }
 
+ protected:
   // Every rank posts its buffer; each sums all of them in rank order into a scratch block, and only after
   // everyone has read does it overwrite its own values.
-  void allreduce_sum(double* values, size_t count, cudaStream_t s) override {
+  void sum_impl(double* values, size_t count, cudaStream_t s) override {
     CHECK_CUDA(cudaStreamSynchronize(s));
     {
       std::lock_guard<std::mutex> lock(shared_.m);
@@ -112,7 +203,7 @@ class InProcessCommunicator final : public Communicator {
     CHECK_CUDA(cudaStreamSynchronize(s));
   }
 
-  void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s) override {
+  void exchange_impl(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s) override {
     CHECK_CUDA(cudaStreamSynchronize(s));
     {
       std::lock_guard<std::mutex> lock(shared_.m);

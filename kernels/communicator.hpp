@@ -8,8 +8,11 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "communication_stats.hpp"
 
 namespace spcg {
 
@@ -22,13 +25,32 @@ struct Transfer {
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  Communicator();
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // values[0..count) <- their sum over the ranks; every rank gets the same bits.
-  virtual void allreduce_sum(double* values, size_t count, cudaStream_t s) = 0;
+  // values[0..count) <- their sum over the ranks, taken in rank order: every rank gets the same bits, and the
+  // same inputs give the same bits on any run.
+  void allreduce_sum(double* values, size_t count, cudaStream_t s);
   // This rank's sends and receives as one group (no deadlock whatever the order of the lists).
-  virtual void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s) = 0;
+  void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s);
+  // Time every later call with events (costs two event records per call).
+  void set_timing(bool on) { timing_ = on; }
+  // The counts so far; waits for the timed calls' events.
+  CommunicationStats stats() const;
+
+ protected:
+  virtual void sum_impl(double* values, size_t count, cudaStream_t s) = 0;
+  virtual void exchange_impl(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
+                             cudaStream_t s) = 0;
+
+ private:
+  struct Timing;
+  bool timing_ = false;
+  mutable CommunicationStats stats_;
+  std::unique_ptr<Timing> timed_;
 };
 
 // NCCL across processes, one GPU each (the current device). Rank 0 makes the id; every rank gets a copy of it
@@ -42,12 +64,18 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void allreduce_sum(double* values, size_t count, cudaStream_t s) override;  // NCCL's order: fixed per topology
-  void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s) override;
+
+ protected:
+  // An all-gather, then each rank sums the ranks' values in rank order (the solvers' sums are a few values:
+  // the gather costs what an all-reduce does, and the order is ours, not the topology's).
+  void sum_impl(double* values, size_t count, cudaStream_t s) override;
+  void exchange_impl(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s) override;
 
  private:
   int rank_, size_;
   ncclComm_t comm_ = nullptr;
+  struct Gathered;
+  std::unique_ptr<Gathered> gathered_;
 };
 
 // `size` communicators for threads of one process on the current device: thread r uses communicator(r). Sums

@@ -24,6 +24,13 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+int cuda_device_count(std::string* why) {
+  int count = 0;
+  if (!cuda_device_available(why)) return 0;
+  CHECK_CUDA(cudaGetDeviceCount(&count));
+  return count;
+}
+
 struct CudaStart::State {
   std::thread thread;
   bool available = false;

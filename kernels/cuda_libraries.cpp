@@ -260,9 +260,9 @@ SPCG_HIDDEN ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* er
 SPCG_HIDDEN const char* ncclGetErrorString(ncclResult_t result) {
   SPCG_FORWARD(nccl_library, ncclGetErrorString)(result);
 }
-SPCG_HIDDEN ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  SPCG_FORWARD(nccl_library, ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
+SPCG_HIDDEN ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  SPCG_FORWARD(nccl_library, ncclAllGather)(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 SPCG_HIDDEN ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t stream) {

@@ -8,6 +8,8 @@ namespace spcg {
 
 // True when a CUDA device is usable; `why` says why not.
 bool cuda_device_available(std::string* why = nullptr);
+// How many CUDA devices this process sees (0 with `why` when none is usable).
+int cuda_device_count(std::string* why = nullptr);
 
 // Starts CUDA (driver, device 0's context) on a thread of its own, so that it overlaps what the caller does
 // meanwhile: about 220 ms on the H100 machine, as long as reading a 150 MB file. wait() joins and says whether

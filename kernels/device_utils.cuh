@@ -45,7 +45,8 @@ __device__ __forceinline__ double block_sum(double v) {
 
 // Every thread of every block calls this once with its contribution. Block sums go to partials[blockIdx.x];
 // the last block to arrive sums the partials in index order (deterministic) into *result and resets the counter.
-__device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
+// add: *result += the sum (a second part of one dot, after the kernel that wrote the first).
+__device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v, bool add = false) {
   __shared__ bool is_last;
   v = block_sum(v);
   if (threadIdx.x == 0) {
@@ -70,7 +71,7 @@ __device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v) {
   }
   s = block_sum(s);
   if (threadIdx.x == 0) {
-    *sink.result = s;
+    *sink.result = add ? *sink.result + s : s;
     *sink.counter = 0;
   }
 }

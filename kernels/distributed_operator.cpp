@@ -1,31 +1,44 @@
 #include "distributed_operator.hpp"
 
 #include "cuda_check.hpp"
+#include "halo_product.hpp"
+#include "nvtx.hpp"
 #include "registry.hpp"
 #include "vector_ops.hpp"
 
 namespace spcg {
 
-DistributedOperator::DistributedOperator(const RankBlocks& blocks, Communicator& comm, const OperatorOptions& options)
-    : local_(blocks.local), halo_(blocks.halo), comm_(comm) {
-  local_setup_ = std::make_unique<MatrixSetup>(local_);
+DistributedOperator::DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options)
+    : LinearOperator(blocks.local), blocks_(std::move(blocks)), comm_(comm) {
+  nnz_ += blocks_.halo.nnz();
+  local_setup_ = std::make_unique<MatrixSetup>(blocks_.local);
   local_op_ = make_operator("auto", *local_setup_, options);
-  halo_setup_ = std::make_unique<MatrixSetup>(halo_);
-  halo_op_ = make_operator("csr-vector", *halo_setup_, options);
-  std::vector<int32_t> rows;
-  size_t offset = 0;
-  for (const HaloPlan::Transfer& t : blocks.plan.send) rows.insert(rows.end(), t.rows.begin(), t.rows.end());
-  send_rows_ = DeviceArray<int32_t>(rows, "distributed send rows");
-  send_x_ = DeviceArray<double>(rows.size(), "distributed send buffer");
-  halo_x_ = DeviceArray<double>(blocks.plan.halo_columns.size(), "distributed halo x");
-  for (const HaloPlan::Transfer& t : blocks.plan.send) {
-    sends_.push_back({t.peer, send_x_.data() + offset, t.rows.size()});
-    offset += t.rows.size();
+  info_ = local_op_->setup_info();
+  {  // the halo block without its empty rows
+    const CsrMatrix& h = blocks_.halo;
+    std::vector<int32_t> ids, ptr{0}, cols;
+    std::vector<double> vals;
+    for (int32_t i = 0; i < h.rows; ++i) {
+      if (h.row_ptr[i] == h.row_ptr[i + 1]) continue;
+      ids.push_back(i);
+      cols.insert(cols.end(), h.col_idx.begin() + h.row_ptr[i], h.col_idx.begin() + h.row_ptr[i + 1]);
+      vals.insert(vals.end(), h.values.begin() + h.row_ptr[i], h.values.begin() + h.row_ptr[i + 1]);
+      ptr.push_back(static_cast<int32_t>(cols.size()));
+    }
+    halo_row_ids_ = DeviceArray<int32_t>(ids, "halo rows");
+    halo_row_ptr_ = DeviceArray<int32_t>(ptr, "halo row pointers");
+    halo_cols_ = DeviceArray<int32_t>(cols, "halo columns");
+    halo_values_ = DeviceArray<double>(vals, "halo values");
   }
-  offset = 0;
-  for (const HaloPlan::Transfer& t : blocks.plan.receive) {
-    receives_.push_back({t.peer, halo_x_.data() + offset, t.rows.size()});
-    offset += t.rows.size();
+  std::vector<int32_t> rows;
+  for (const HaloPlan::Transfer& t : blocks_.plan.send) {
+    send_peers_.push_back({t.peer, rows.size(), t.rows.size()});
+    rows.insert(rows.end(), t.rows.begin(), t.rows.end());
+  }
+  send_rows_ = DeviceArray<int32_t>(rows, "distributed send rows");
+  for (const HaloPlan::Transfer& t : blocks_.plan.receive) {
+    receive_peers_.push_back({t.peer, halo_slots_, t.rows.size()});
+    halo_slots_ += t.rows.size();
   }
   CHECK_CUDA(cudaStreamCreateWithFlags(&exchange_stream_, cudaStreamNonBlocking));
   CHECK_CUDA(cudaEventCreateWithFlags(&packed_, cudaEventDisableTiming));
@@ -38,16 +51,54 @@ DistributedOperator::~DistributedOperator() {
   if (exchange_stream_) cudaStreamDestroy(exchange_stream_);
 }
 
-void DistributedOperator::apply(const double* x_local, double* y_local, cudaStream_t s) const {
+void DistributedOperator::apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink,
+                                       cudaStream_t s, const std::function<bool()>& local) const {
+  if (k > width_) {  // buffers for the widest block so far (the stream's earlier uses are done with the old ones)
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    CHECK_CUDA(cudaStreamSynchronize(exchange_stream_));
+    send_x_ = DeviceArray<double>(send_rows_.size() * k, "distributed send buffer");
+    halo_x_ = DeviceArray<double>(halo_slots_ * k, "distributed halo x");
+    width_ = k;
+  }
+  std::vector<Transfer> sends, receives;
+  for (const Peer& p : send_peers_) sends.push_back({p.rank, send_x_.data() + p.offset * k, p.count * k});
+  for (const Peer& p : receive_peers_) receives.push_back({p.rank, halo_x_.data() + p.offset * k, p.count * k});
   // pack what the peers need, then exchange on the second stream while the local product runs on s
-  launch_gather(send_rows_.data(), static_cast<int64_t>(send_rows_.size()), x_local, send_x_.data(), s);
+  launch_gather(send_rows_.data(), static_cast<int64_t>(send_rows_.size()), x, send_x_.data(), s, k);
   CHECK_CUDA(cudaEventRecord(packed_, s));
   CHECK_CUDA(cudaStreamWaitEvent(exchange_stream_, packed_, 0));
-  local_op_->apply(1.0, x_local, 0.0, y_local, 1, s);  // y = A_local x_local
-  comm_.exchange(sends_, receives_, exchange_stream_);
+  const bool add_dot = local();
+  {
+    NvtxRange range("halo-exchange");
+    comm_.exchange(sends, receives, exchange_stream_);
+  }
   CHECK_CUDA(cudaEventRecord(exchanged_, exchange_stream_));
   CHECK_CUDA(cudaStreamWaitEvent(s, exchanged_, 0));
-  halo_op_->apply(1.0, halo_x_.data(), 1.0, y_local, 1, s);  // y += A_halo x_halo
+  const HaloRows h{static_cast<int32_t>(halo_row_ids_.size()), halo_row_ids_.data(), halo_row_ptr_.data(),
+                   halo_cols_.data(), halo_values_.data()};
+  launch_halo_product(h, k, halo_x_.data(), alpha, y, x, add_dot ? sink : nullptr, s);  // y += alpha A_halo x_halo
+}
+
+void DistributedOperator::apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const {
+  apply_around(x, alpha, y, k, nullptr, s, [&] {
+    local_op_->apply(alpha, x, beta, y, k, s);  // no rows: no launch
+    return false;
+  });
+}
+
+bool DistributedOperator::apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const {
+  if (rows_ == 0) {  // no rows: this rank's part of the dot is zero (every rank calls the exchange)
+    CHECK_CUDA(cudaMemsetAsync(sink.result, 0, sizeof(double), s));
+    apply_around(x, 1.0, y, 1, &sink, s, [] { return true; });
+    return true;
+  }
+  bool fused = false;
+  apply_around(x, 1.0, y, 1, &sink, s, [&] {
+    fused = local_op_->nnz() > 0 && local_op_->apply_with_dot(x, y, sink, s);  // p'(A_local p) in the epilogue
+    if (!fused) local_op_->apply(1.0, x, 0.0, y, 1, s);
+    return fused;  // the halo product adds p'(A_halo p_halo)
+  });
+  return fused;
 }
 
 }  // namespace spcg

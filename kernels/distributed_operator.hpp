@@ -1,10 +1,15 @@
 #pragma once
-// One rank's share of y = A x on several GPUs (issue #25): y_local = A_local x_local + A_halo x_halo. The
-// entries of x_local that the peers need are packed and exchanged on a stream of their own while A_local x_local
-// runs; the halo product follows the exchange. The blocks and the plan come from sparse/partition.hpp; the
-// local block's kernel is the registry's auto, the halo block's csr-vector (a few rows' worth of columns).
+// One rank's share of y = alpha A x + beta y on several GPUs (issue #25), as a LinearOperator whose rows are
+// this rank's rows: y_local = alpha (A_local x_local + A_halo x_halo) + beta y_local, on n_local x k blocks.
+// The rows of x_local that the peers need are packed and exchanged on a stream of their own while
+// A_local x_local runs; the halo product follows the exchange. The blocks and the plan come from
+// sparse/partition.hpp; the local block's kernel is the registry's auto, the halo block's the compressed-row
+// product of kernels/halo_product.cu (only the rows with halo entries). apply_with_dot fuses p'q as one GPU's
+// CG does: the local kernel's epilogue sums p'(A_local p), the halo product adds p'(A_halo p_halo). ranks()
+// gives the solvers the communicator their dot products are summed over.
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,26 +21,62 @@
 
 namespace spcg {
 
-class DistributedOperator {
+class DistributedOperator final : public LinearOperator {
  public:
-  DistributedOperator(const RankBlocks& blocks, Communicator& comm, const OperatorOptions& options = {});
-  ~DistributedOperator();
+  // Takes the blocks over (the setups read them: a rank's share of a large system is not copied).
+  DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options = {});
+  ~DistributedOperator() override;
   DistributedOperator(const DistributedOperator&) = delete;
   DistributedOperator& operator=(const DistributedOperator&) = delete;
 
-  int32_t local_rows() const { return local_.rows; }
-  int64_t halo_entries() const { return static_cast<int64_t>(halo_x_.size()); }
-  // y_local = A's rows of this rank times x (x_local: this rank's entries). Every rank calls it together.
-  void apply(const double* x_local, double* y_local, cudaStream_t s) const;
+  int32_t local_rows() const { return rows_; }
+  int64_t halo_entries() const { return static_cast<int64_t>(halo_slots_); }
+  int64_t send_entries() const { return static_cast<int64_t>(send_rows_.size()); }
+  // The form of one rank's y = A x for the one-vector callers (the tests' first form).
+  void apply(const double* x_local, double* y_local, cudaStream_t s) const {
+    LinearOperator::apply(1.0, x_local, 0.0, y_local, 1, s);
+  }
+  using LinearOperator::apply;
+
+  Communicator* ranks() const override { return &comm_; }
+  std::string name() const override { return "distributed(" + local_op_->name() + ")"; }
+  std::string chosen(int k) const override { return local_op_->chosen(k) + " + halo csr-vector"; }
+  double bytes_per_apply(int k) const override {
+    return local_op_->bytes_per_apply(k) + 12.0 * double(halo_cols_.size()) + 4.0 * double(halo_row_ids_.size()) +
+           (16.0 * double(halo_row_ids_.size()) + 8.0 * double(halo_slots_) + 16.0 * double(send_entries())) * k;
+  }
+  // y = A x and *sink.result = x'y (this rank's rows), with the exchange; false when the local kernel has no
+  // fused epilogue (y is then made, and the caller runs its dot).
+  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override;
+  const LinearOperator& local_operator() const { return *local_op_; }
+  const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
+  const RankBlocks& blocks() const { return blocks_; }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override;
 
  private:
-  CsrMatrix local_, halo_;  // host copies the setups read
-  std::unique_ptr<MatrixSetup> local_setup_, halo_setup_;
-  std::unique_ptr<LinearOperator> local_op_, halo_op_;
+  // The exchange around `local` (the local product on s): pack, exchange on the second stream while local
+  // runs, then the halo product (with the dot's second part into sink when local returns true).
+  void apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink, cudaStream_t s,
+                    const std::function<bool()>& local) const;
+
+ private:
+  RankBlocks blocks_;  // the host blocks the setups read
+  std::unique_ptr<MatrixSetup> local_setup_;
+  std::unique_ptr<LinearOperator> local_op_;
+  DeviceArray<int32_t> halo_row_ids_, halo_row_ptr_, halo_cols_;  // the halo block's non-empty rows
+  DeviceArray<double> halo_values_;
   Communicator& comm_;
   DeviceArray<int32_t> send_rows_;  // every peer's rows, in the plan's order
-  mutable DeviceArray<double> send_x_, halo_x_;
-  std::vector<Transfer> sends_, receives_;
+  size_t halo_slots_ = 0;
+  struct Peer {
+    int rank;
+    size_t offset, count;  // in rows
+  };
+  std::vector<Peer> send_peers_, receive_peers_;
+  mutable DeviceArray<double> send_x_, halo_x_;  // send_rows x k, halo_slots x k; grown for the widest k
+  mutable int width_ = 0;
   cudaStream_t exchange_stream_ = nullptr;
   cudaEvent_t packed_ = nullptr, exchanged_ = nullptr;
 };

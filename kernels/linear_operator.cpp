@@ -16,7 +16,12 @@ void LinearOperator::apply(double alpha, const DeviceBlock& X, double beta, Devi
 }
 
 void LinearOperator::apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const {
-  if (rows_ == 0 || k == 0) return;
+  if (k == 0) return;
+  if (ranks()) {  // collective: the exchange runs on every rank, whatever its shape
+    apply_impl(alpha, x, beta, y, k, s);
+    return;
+  }
+  if (rows_ == 0) return;
   if (nnz_ == 0 || cols_ == 0 || alpha == 0.0) {
     launch_scale(beta, y, static_cast<size_t>(rows_) * k, s);
     return;

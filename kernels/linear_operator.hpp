@@ -48,6 +48,7 @@ struct DotSink {
 
 class MatrixSetup;
 class PersistentCgMatrix;
+class Communicator;
 
 class LinearOperator {
  public:
@@ -59,7 +60,8 @@ class LinearOperator {
   void apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t stream = 0) const;
 
   // y = A x (k = 1) and, where the kernel fuses it, *sink.result = x . y. Returns false if this operator has no
-  // fused epilogue (the caller then runs a separate dot). Only for square operators.
+  // fused epilogue: the caller then runs a separate dot, and applies first unless ranks() is set (a collective
+  // operator always makes y, its exchange being due on every call). Only for square operators.
   virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const;
 
   // A's layout for the one-launch persistent CG when this operator keeps one (auto does for small systems,
@@ -71,6 +73,10 @@ class LinearOperator {
   virtual std::string chosen(int /*k*/) const { return name(); }
   virtual double bytes_per_apply(int k) const = 0;  // the format's own bytes model (beta = 0)
   virtual bool deterministic() const { return true; }
+  // Several GPUs: this operator is one rank's rows of a larger A (kernels/distributed_operator.hpp); its applies
+  // are collective (every rank calls them, even one with no rows), and the solvers sum their dot products over
+  // these ranks. Null for one GPU.
+  virtual Communicator* ranks() const { return nullptr; }
   const SetupInfo& setup_info() const { return info_; }
   int32_t rows() const { return rows_; }
   int32_t cols() const { return cols_; }

@@ -130,10 +130,11 @@ __global__ void sum_over_ranks_kernel(const double* const* __restrict__ inputs, 
 }
 
 // out[i] = x[rows[i]] (the distributed operator's send buffer).
-__global__ void gather_kernel(const int32_t* __restrict__ rows, int64_t count, const double* __restrict__ x,
+__global__ void gather_kernel(const int32_t* __restrict__ rows, int64_t count, int k, const double* __restrict__ x,
                               double* __restrict__ out) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = x[rows[i]];
+  const int64_t total = count * k;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x)
+    out[t] = x[int64_t{rows[t / k]} * k + t % k];
 }
 
 __device__ void set_status(CgScalars* s, double rr) {
@@ -144,9 +145,47 @@ __device__ void set_status(CgScalars* s, double rr) {
   s->done = s->status != kRunning;
 }
 
+// The column tails of the multi-cg steps, run by the last block of a fused kernel on one GPU, or by
+// multi_cg_finish_kernel after the totals were summed over the ranks (several GPUs).
+__device__ void start_column(CgScalars* c, double rr, double rz, bool z_given) {
+  c->rr = rr;
+  c->rz = rz;
+  c->iteration = 0;
+  c->status = kRunning;
+  set_status(c, c->rr);
+  if (z_given && !c->done && !(c->rz > 0)) {
+    c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
+    c->done = 1;
+  }
+}
+
+// alpha = rz / pq, and whether the column takes a step with it (running, p'Ap > 0, alpha finite).
+__device__ bool column_step(const CgScalars& c, double* alpha) {
+  const double a = c.rz / c.pq;
+  const bool ok = !c.done && c.pq > 0 && isfinite(a);
+  *alpha = ok ? a : 0.0;
+  return ok;
+}
+
+__device__ void update_column(CgScalars* c, bool stepped, double rr, double rz, bool keep_rz) {
+  if (c->done) return;
+  if (!stepped) {  // p'Ap <= 0 (not SPD) or NaN: stopped, never updated with it
+    c->status = isfinite(c->pq) ? kBreakdown : kNonFinite;
+    c->done = 1;
+    return;
+  }
+  if (!keep_rz) {  // keep_rz: z = M^-1 r comes later (launch_pcg_rz)
+    c->beta = rz / c->rz;
+    c->rz = rz;
+  }
+  c->rr = rr;
+  c->iteration += 1;
+  set_status(c, c->rr);
+}
+
 __global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ dinv,
                                 double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
-                                unsigned* counter) {
+                                unsigned* counter, double* rank_sums) {
   double v[2] = {0, 0};
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const double ri = r[i], zi = dinv ? dinv[i] * ri : ri;
@@ -157,17 +196,15 @@ __global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const d
   }
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
-    s->rr = out[0];
-    s->rz = out[1];
-    s->iteration = 0;
-    s->status = kRunning;
-    set_status(s, out[0]);
+    if (rank_sums) rank_sums[0] = out[0], rank_sums[1] = out[1];
+    else start_column(s, out[0], out[1], false);
   }
 }
 
 __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* __restrict__ r, const double* __restrict__ p,
                                     const double* __restrict__ q, const double* __restrict__ dinv, double* __restrict__ z,
-                                    CgScalars* s, double* partials, unsigned* counter, bool keep_rz) {
+                                    CgScalars* s, double* partials, unsigned* counter, bool keep_rz,
+                                    double* rank_sums) {
   if (*(volatile int*)&s->done) return;
   const double pq = s->pq, rz = s->rz;
   const double alpha = rz / pq;
@@ -194,13 +231,8 @@ __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* _
       });
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
-    if (!keep_rz) {  // keep_rz: z = M^-1 r comes later (launch_pcg_rz)
-      s->beta = out[1] / rz;
-      s->rz = out[1];
-    }
-    s->rr = out[0];
-    s->iteration += 1;
-    set_status(s, out[0]);
+    if (rank_sums) rank_sums[0] = out[0], rank_sums[1] = out[1];
+    else update_column(s, true, out[0], out[1], keep_rz);
   }
 }
 
@@ -310,10 +342,10 @@ __device__ bool two_column_totals(int k, double v1, double v2, double* smem, dou
 }
 
 // z_given: z = M^-1 r was applied by the caller (general preconditioner): read, not formed, and a column whose
-// r'z <= 0 stops (M not positive definite).
+// r'z <= 0 stops (M not positive definite). rank_sums: write the totals there instead of finishing the columns.
 __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
                                       double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
-                                      unsigned* counter, bool z_given) {
+                                      unsigned* counter, bool z_given, double* rank_sums) {
   extern __shared__ double smem[];
   __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
@@ -326,47 +358,36 @@ __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict
     vrz += ri * zi;
   }
   if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
-  if (threadIdx.x < k) {
-    CgScalars* c = s + threadIdx.x;
-    c->rr = red[threadIdx.x];
-    c->rz = red[k + threadIdx.x];
-    c->iteration = 0;
-    c->status = kRunning;
-    set_status(c, c->rr);
-    if (z_given && !c->done && !(c->rz > 0)) {
-      c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
-      c->done = 1;
-    }
+  if (rank_sums) {
+    if (threadIdx.x < 2 * k) rank_sums[threadIdx.x] = red[threadIdx.x];
+  } else if (threadIdx.x < k) {
+    start_column(s + threadIdx.x, red[threadIdx.x], red[k + threadIdx.x], z_given);
   }
   if (threadIdx.x == 0) *counter = 0;
 }
 
 __global__ void multi_cg_pq_kernel(int64_t n, int k, const double* __restrict__ p, const double* __restrict__ q,
-                                   CgScalars* s, double* partials, unsigned* counter) {
+                                   CgScalars* s, double* partials, unsigned* counter, double* rank_sums) {
   extern __shared__ double smem[];
   __shared__ double out[VectorTuning::max_width];
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
   double v = 0;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += p[t] * q[t];
   smem[threadIdx.x] = v;
-  if (column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) && threadIdx.x < k)
-    s[threadIdx.x].pq = out[threadIdx.x];
+  if (column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) && threadIdx.x < k) {
+    if (rank_sums) rank_sums[threadIdx.x] = out[threadIdx.x];
+    else s[threadIdx.x].pq = out[threadIdx.x];
+  }
 }
 
 __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__ x, double* __restrict__ r,
                                           const double* __restrict__ p, const double* __restrict__ q,
                                           const double* __restrict__ dinv, double* __restrict__ z, CgScalars* s,
-                                          double* partials, unsigned* counter, bool keep_rz) {
+                                          double* partials, unsigned* counter, bool keep_rz, double* rank_sums) {
   extern __shared__ double smem[];
   __shared__ double alpha[VectorTuning::max_width];
   __shared__ int active[VectorTuning::max_width];
-  if (threadIdx.x < k) {
-    CgScalars* c = s + threadIdx.x;
-    const double a = c->rz / c->pq;
-    const bool ok = !c->done && c->pq > 0 && isfinite(a);
-    active[threadIdx.x] = ok;
-    alpha[threadIdx.x] = ok ? a : 0.0;
-  }
+  if (threadIdx.x < k) active[threadIdx.x] = column_step(s[threadIdx.x], &alpha[threadIdx.x]);
   __syncthreads();
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
   double vrr = 0, vrz = 0;
@@ -384,24 +405,30 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
   }
   __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
   if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
-  if (threadIdx.x < k) {
-    CgScalars* c = s + threadIdx.x;
-    if (!c->done) {
-      if (!active[threadIdx.x]) {
-        c->status = isfinite(c->pq) ? kBreakdown : kNonFinite;
-        c->done = 1;
-      } else {
-        if (!keep_rz) {  // keep_rz: z = M^-1 r comes later (launch_pcg_rz)
-          c->beta = red[k + threadIdx.x] / c->rz;
-          c->rz = red[k + threadIdx.x];
-        }
-        c->rr = red[threadIdx.x];
-        c->iteration += 1;
-        set_status(c, c->rr);
-      }
-    }
+  if (rank_sums) {
+    if (threadIdx.x < 2 * k) rank_sums[threadIdx.x] = red[threadIdx.x];
+  } else if (threadIdx.x < k) {
+    update_column(s + threadIdx.x, active[threadIdx.x], red[threadIdx.x], red[k + threadIdx.x], keep_rz);
   }
   if (threadIdx.x == 0) *counter = 0;
+}
+
+// The columns' tails of one step from totals summed over the ranks (sums: pq in [0, k), or rr in [0, k) and
+// rz in [k, 2k)). The scalars are those every rank holds, so every rank decides alike.
+__global__ void multi_cg_finish_kernel(int step, int k, const double* __restrict__ sums, CgScalars* s, bool z_given) {
+  const int j = threadIdx.x;
+  if (j >= k) return;
+  CgScalars* c = s + j;
+  switch (step) {
+    case 0: start_column(c, sums[j], sums[k + j], z_given); break;
+    case 1: if (!c->done) c->pq = sums[j]; break;
+    case 2: {
+      double alpha;
+      const bool stepped = column_step(*c, &alpha);
+      update_column(c, stepped, sums[j], sums[k + j], false);
+      break;
+    }
+  }
 }
 
 __global__ void pcg_rz_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
@@ -450,9 +477,9 @@ __global__ void fill_kernel(double value, double* __restrict__ y, size_t count) 
 }
 
 // SplitMix64 is a counter: its (e+1)-th output is mix(seed + (e+1) * golden), so every entry is made on its own.
-__global__ void fill_splitmix_kernel(uint64_t seed, double* __restrict__ y, size_t count) {
+__global__ void fill_splitmix_kernel(uint64_t seed, uint64_t first, double* __restrict__ y, size_t count) {
   for (size_t e = size_t{blockIdx.x} * blockDim.x + threadIdx.x; e < count; e += size_t{gridDim.x} * blockDim.x) {
-    uint64_t z = seed + (uint64_t{e} + 1) * 0x9e3779b97f4a7c15ULL;
+    uint64_t z = seed + (first + uint64_t{e} + 1) * 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     z ^= z >> 31;
@@ -470,10 +497,10 @@ void launch_fill(double value, double* y, size_t count, cudaStream_t s) {
   CHECK_LAUNCH("fill");
 }
 
-void launch_fill_splitmix_uniform(uint64_t seed, double* y, size_t count, cudaStream_t s) {
+void launch_fill_splitmix_uniform(uint64_t seed, double* y, size_t count, cudaStream_t s, uint64_t first) {
   if (count == 0) return;
   fill_splitmix_kernel<<<grid_stride_blocks(static_cast<int64_t>(count), VectorTuning::threads), VectorTuning::threads,
-                         0, s>>>(seed, y, count);
+                         0, s>>>(seed, first, y, count);
   CHECK_LAUNCH("fill random");
 }
 
@@ -506,18 +533,19 @@ void launch_dot(const double* a, const double* b, int64_t n, const ReductionWork
 }
 
 void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
-                     const ReductionWorkspace& ws, cudaStream_t stream) {
+                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
   const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
   cg_start_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()),
-                                                                const_cast<unsigned*>(ws.counter.data()));
+                                                                const_cast<unsigned*>(ws.counter.data()), rank_sums);
   CHECK_LAUNCH("cg-start");
 }
 
 void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const double* q, const double* dinv, double* z,
-                         CgScalars* sc, const ReductionWorkspace& ws, cudaStream_t stream) {
+                         CgScalars* sc, const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
   const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
   cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
-      n, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false);
+      n, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false,
+      rank_sums);
   CHECK_LAUNCH("update-xr");
 }
 
@@ -535,29 +563,35 @@ void launch_column_dots(int64_t n, int k, const double* a, const double* b, cons
 }
 
 void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
-                           const ReductionWorkspace& ws, cudaStream_t stream) {
+                           const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
-      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false);
+      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false,
+      rank_sums);
   CHECK_LAUNCH("multi-cg-start");
 }
 
 void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgScalars* sc, const ReductionWorkspace& ws,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, double* rank_sums) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_pq_kernel<<<blocks, threads, threads * sizeof(double), stream>>>(
-      n, k, p, q, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+      n, k, p, q, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), rank_sums);
   CHECK_LAUNCH("multi-cg-pq");
 }
 
 void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
                                const double* dinv, double* z, CgScalars* sc, const ReductionWorkspace& ws,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, double* rank_sums) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()),
-      false);
+      false, rank_sums);
   CHECK_LAUNCH("multi-cg-update-xr");
+}
+
+void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* sc, cudaStream_t stream) {
+  multi_cg_finish_kernel<<<1, std::max(32, k), 0, stream>>>(static_cast<int>(step), k, sums, sc, false);
+  CHECK_LAUNCH("multi-cg-finish");
 }
 
 void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
@@ -565,7 +599,7 @@ void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, r, nullptr, const_cast<double*>(z), p, sc, const_cast<double*>(ws.partials.data()),
-      const_cast<unsigned*>(ws.counter.data()), true);
+      const_cast<unsigned*>(ws.counter.data()), true, nullptr);
   CHECK_LAUNCH("pcg-start");
 }
 
@@ -575,14 +609,14 @@ void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* 
     const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
     cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
         n, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
-        const_cast<unsigned*>(ws.counter.data()), true);
+        const_cast<unsigned*>(ws.counter.data()), true, nullptr);
     CHECK_LAUNCH("pcg-update-xr");
     return;
   }
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
-      const_cast<unsigned*>(ws.counter.data()), true);
+      const_cast<unsigned*>(ws.counter.data()), true, nullptr);
   CHECK_LAUNCH("pcg-update-xr");
 }
 
@@ -640,9 +674,9 @@ void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count,
   CHECK_LAUNCH("sum-over-ranks");
 }
 
-void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s) {
-  if (count == 0) return;
-  gather_kernel<<<reduction_blocks(count), VectorTuning::threads, 0, s>>>(rows, count, x, out);
+void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s, int k) {
+  if (count == 0 || k == 0) return;
+  gather_kernel<<<reduction_blocks(count * k), VectorTuning::threads, 0, s>>>(rows, count, k, x, out);
   CHECK_LAUNCH("gather");
 }
 

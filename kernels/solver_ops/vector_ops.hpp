@@ -44,25 +44,32 @@ int reduction_blocks(int64_t n);  // the grid size the fused vector kernels use
 void launch_dot(const double* a, const double* b, int64_t n, const ReductionWorkspace& ws, double* result, cudaStream_t s);
 
 // Start of CG: z = dinv .* r (or z = r), p = z, s.rz = r.z, s.rr = r.r, status by tolerance.
+// rank_sums (several GPUs): rr, rz written there instead, finished by launch_multi_cg_finish(start, 1, ...).
 void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
-                     const ReductionWorkspace& ws, cudaStream_t stream);
+                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
 // alpha = rz / pq; x += alpha p; r -= alpha q; z = dinv .* r; rr, rz reduced; beta = rz_new / rz; status.
+// rank_sums: as launch_cg_start's (launch_multi_cg_finish(update_xr, 1, ...) after the sum over ranks).
 void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const double* q, const double* dinv, double* z,
-                         CgScalars* s, const ReductionWorkspace& ws, cudaStream_t stream);
+                         CgScalars* s, const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
 // p = z + beta p (z = r without a preconditioner).
 void launch_cg_update_p(int64_t n, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
 
 // Block forms (n x k row-major), one CG recurrence per column, scalars in arrays of k.
+// Several GPUs (rank_sums not null): a step's kernel writes this rank's totals to rank_sums (k values for pq;
+// 2k for start and update-xr: rr in [0, k), rz in [k, 2k)) instead of finishing the columns; the caller sums
+// them over the ranks and then runs launch_multi_cg_finish, which finishes the columns as the last block would.
 struct MultiCgScalars {
   DeviceArray<CgScalars> s;  // k entries
 };
 void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
-                           const ReductionWorkspace& ws, cudaStream_t stream);
+                           const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
 void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgScalars* s, const ReductionWorkspace& ws,
-                        cudaStream_t stream);
+                        cudaStream_t stream, double* rank_sums = nullptr);
 void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
                                const double* dinv, double* z, CgScalars* s, const ReductionWorkspace& ws,
-                               cudaStream_t stream);
+                               cudaStream_t stream, double* rank_sums = nullptr);
+enum class MultiCgStep { start = 0, pq = 1, update_xr = 2 };
+void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* s, cudaStream_t stream);
 void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
 
 // PCG with a general preconditioner, k recurrences (k = 1: cg): the caller applies z = M^-1 r between
@@ -96,7 +103,7 @@ void launch_lanczos_next(int64_t n, const double* w, const double* d, const doub
 // out[i] = inputs[0][i] + inputs[1][i] + ... in rank order (inputs: a device array of `ranks` device pointers).
 void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count, double* out, cudaStream_t s);
 
-// out[i] = x[rows[i]], i < count.
-void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s);
+// out[i * k + j] = x[rows[i] * k + j], i < count, j < k: rows of an n x k row-major block.
+void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s, int k = 1);
 
 }  // namespace spcg

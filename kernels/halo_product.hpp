@@ -1,0 +1,27 @@
+#pragma once
+// The halo block of a rank's rows, compressed to the rows that hold halo entries, and its product
+// (kernels/halo_product.cu).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "linear_operator.hpp"
+
+namespace spcg {
+
+// Device arrays (owned by the caller): rows row_ids[0..rows) of the local block, CSR over those rows with
+// columns that are halo slots.
+struct HaloRows {
+  int32_t rows = 0;
+  const int32_t* row_ids = nullptr;
+  const int32_t* row_ptr = nullptr;  // rows + 1
+  const int32_t* cols = nullptr;
+  const double* values = nullptr;
+};
+
+// y[row_ids[i], :] += alpha * H(i, :) x_halo for the n x k blocks. sink (k = 1): *sink->result +=
+// sum_i x_local[row_ids[i]] * (alpha H x_halo)_i, deterministic.
+void launch_halo_product(const HaloRows& h, int k, const double* x_halo, double alpha, double* y, const double* x_local,
+                         const DotSink* sink, cudaStream_t s);
+
+}  // namespace spcg
