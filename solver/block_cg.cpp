@@ -32,6 +32,7 @@
 #include <string>
 
 #include "block_ops.hpp"
+#include "communicator.hpp"
 #include "iteration_runner.hpp"
 #include "small_dense.hpp"
 #include "solver.hpp"
@@ -73,8 +74,9 @@ class Blas {
 // one staging buffer on the solver's stream.
 class DenseSteps {
  public:
-  DenseSteps(int k, int64_t n, cudaStream_t s)
-      : s_(s), n_(n), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
+  // ranks: several GPUs (n: this rank's rows); every Gram matrix and norm read back is summed over them first.
+  DenseSteps(int k, int64_t n, cudaStream_t s, Communicator* ranks)
+      : s_(s), n_(n), ranks_(ranks), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
         readback_(static_cast<size_t>(6) * k * k, "block-cg readback"), sel_(k, "block-cg column map") {
     if (own_) {
       ws_ = std::make_unique<BlockOpsWorkspace>(k);
@@ -202,12 +204,14 @@ class DenseSteps {
   void read_back(const double* src, std::vector<double>& dst) {
     if (dst.size() > readback_.size()) throw Error("block-cg: read-back larger than its buffer");
     if (dst.empty()) return;
+    if (ranks_) ranks_->allreduce_sum(const_cast<double*>(src), dst.size(), s_);
     CHECK_CUDA(cudaMemcpyAsync(readback_.data(), src, dst.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
     CHECK_CUDA(cudaStreamSynchronize(s_));
     std::copy(readback_.data(), readback_.data() + dst.size(), dst.begin());
   }
   cudaStream_t s_;
   int64_t n_;
+  Communicator* ranks_;
   bool own_;
   DeviceArray<double> small_;
   PinnedArray<double> readback_;
@@ -236,12 +240,14 @@ struct BlockCgTuning {
 class BlockCg {
  public:
   BlockCg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
-      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), frame_("block-cg", B, o), s_(frame_.stream()), mon_(frame_.monitor()),
-        timer_(frame_.timer()), res_(frame_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_),
+      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), frame_("block-cg", B, o, A.ranks()), s_(frame_.stream()), mon_(frame_.monitor()),
+        timer_(frame_.timer()), res_(frame_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_, A.ranks()),
         R_(n_, k_, "block-cg R"), V_(n_, k_, "block-cg V"), W1_(n_, k_, "block-cg W"), W2_(n_, k_, "block-cg W'"),
         W_(W1_.data()), spare_(W2_.data()), norms_(k_, "block-cg norms"), ws_(reduction_blocks(n_ * k_), 2 * k_),
         dependent_at_start_(k_, false), ZR_(general_ ? n_ : 0, k_, "block-cg M^-1 R"), ZV_(general_ ? n_ : 0, k_, "block-cg M^-1 V"),
         zr_norms_(general_ ? k_ : 0, "block-cg M^-1 R norms") {
+    if (general_ && A.ranks())
+      throw UsageError("on several GPUs the preconditioner is none or jacobi (this one is not distributed)");
     if (general_) general_->reserve(k_);
     frame_.start_clock();  // the dense steps' buffers (page-locked read-back included) are allocated outside the solve time
   }
@@ -283,6 +289,7 @@ class BlockCg {
     res_.operator_applies = 1, res_.operator_columns = k_;
     std::vector<double> rr(k_);
     timer_.run("norms", 8.0 * nk, [&] { launch_column_dots(n_, k_, R_.data(), R_.data(), ws_, norms_.data(), s_); });
+    if (Communicator* ranks = A_.ranks()) ranks->allreduce_sum(norms_.data(), static_cast<size_t>(k_), s_);
     CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms_.data(), k_ * sizeof(double), cudaMemcpyDeviceToHost, s_));
     CHECK_CUDA(cudaStreamSynchronize(s_));
     observe(rr);

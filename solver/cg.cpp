@@ -208,18 +208,26 @@ void cg_single(const LinearOperator& A, const PreconditionerOp* M, const double*
 
 SolveResult solve_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                      const SolveOptions& o) {
-  SolveFrame frame("cg", B, o);
+  SolveFrame frame("cg", B, o, A.ranks());
   const cudaStream_t stream = frame.stream();
   SolveResult& res = frame.result();
   Monitor& mon = frame.monitor();
   KernelTimer& timer = frame.timer();
   const int k = B.cols;
   const int64_t n = B.rows;
+  const double* dinv = M ? M->inverse_diagonal() : nullptr;
+  if (A.ranks() && ((M && !dinv) || o.vector_ops != VectorOps::fused))
+    throw UsageError("on several GPUs cg runs the fused kernels with no preconditioner or jacobi");
+  // one column: several GPUs take the fused recurrence with its sums over the ranks; one GPU picks its path
+  auto one_column = [&](const double* b, double* x, int column) {
+    if (A.ranks()) cg_recurrences(A, dinv, b, x, 1, o, stream, timer, mon, column, res);
+    else cg_single(A, M, b, x, o, stream, timer, mon, column, res);
+  };
   DeviceArray<double> bcol(k > 1 ? n : 0, "column of B"), xcol(k > 1 ? n : 0, "column of X");
   for (int j = 0; j < k; ++j) {
     NvtxRange range("cg-column");
     if (k == 1) {
-      cg_single(A, M, B.data(), X.data(), o, stream, timer, mon, 0, res);
+      one_column(B.data(), X.data(), 0);
       continue;
     }
     // Columns of the row-major blocks are strided: gather, solve, scatter.
@@ -227,7 +235,7 @@ SolveResult solve_cg(const LinearOperator& A, const PreconditionerOp* M, const D
                                  cudaMemcpyDeviceToDevice, stream));
     CHECK_CUDA(cudaMemcpy2DAsync(xcol.data(), sizeof(double), X.data() + j, k * sizeof(double), sizeof(double), n,
                                  cudaMemcpyDeviceToDevice, stream));
-    cg_single(A, M, bcol.data(), xcol.data(), o, stream, timer, mon, j, res);
+    one_column(bcol.data(), xcol.data(), j);
     CHECK_CUDA(cudaMemcpy2DAsync(X.data() + j, k * sizeof(double), xcol.data(), sizeof(double), sizeof(double), n,
                                  cudaMemcpyDeviceToDevice, stream));
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "communicator.hpp"
 #include "iteration_runner.hpp"
 #include "solver.hpp"
 #include "vector_ops.hpp"
@@ -93,55 +94,90 @@ void pcg_general(const LinearOperator& A, const PreconditionerOp& M, const doubl
   run_recurrences(dsc, hsc, k, first_column, s, timer, mon, runner, batch, iteration, res);
 }
 
-SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
-                           const SolveOptions& o) {
-  const int k = B.cols;
-  const int64_t n = B.rows;
-  if (k > 128) throw UsageError("multi-cg supports at most 128 right-hand sides per solve");
-  SolveFrame frame("multi-cg", B, o);
-  const cudaStream_t s = frame.stream();
-  SolveResult& res = frame.result();
-  Monitor& mon = frame.monitor();
-  KernelTimer& timer = frame.timer();
-  const double* dinv = M ? M->inverse_diagonal() : nullptr;
-  if (M && !dinv) {
-    pcg_general(A, *M, B.data(), X.data(), k, o, s, timer, mon, 0, res);
-    return frame.finish();
-  }
+void cg_recurrences(const LinearOperator& A, const double* dinv, const double* B, double* X, int k, const SolveOptions& o,
+                    cudaStream_t s, KernelTimer& timer, Monitor& mon, int first_column, SolveResult& res) {
+  const int64_t n = A.rows();
+  Communicator* ranks = A.ranks();
   const double spmm_bytes = A.bytes_per_apply(k);
-  DeviceBlock R(n, k, "multi-cg residual"), P(n, k, "multi-cg directions"), Q(n, k, "multi-cg A*P");
+  DeviceArray<double> R(n * k, "multi-cg residual"), P(n * k, "multi-cg directions"), Q(n * k, "multi-cg A*P");
   DeviceArray<double> Z(dinv ? n * k : 0, "multi-cg z");
   double* zr = dinv ? Z.data() : R.data();
   ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
+  // several GPUs: each step's totals of this rank, summed over the ranks before the columns finish the step
+  DeviceArray<double> rank_sums(ranks ? 2 * k : 0, "multi-cg rank sums");
   DeviceArray<CgScalars> dsc(k, "multi-cg scalars");
+  auto over_ranks = [&](KernelTimer& t, MultiCgStep step, int values) {
+    t.run("sum over ranks", 0.0, [&] {
+      ranks->allreduce_sum(rank_sums.data(), static_cast<size_t>(values), s);
+      launch_multi_cg_finish(step, k, rank_sums.data(), dsc.data(), s);
+    });
+  };
   std::vector<CgScalars> hsc(k);
   for (int j = 0; j < k; ++j) {
-    const double tol = mon.tolerance(j);
+    const double tol = mon.tolerance(first_column + j);
     hsc[j].tol2 = tol * tol;
     hsc[j].max_iterations = o.stop.max_iterations;
   }
   dsc.upload(hsc);
   // R = B - A X
   timer.run("residual", spmm_bytes + 16.0 * n * k, [&] {
-    CHECK_CUDA(cudaMemcpyAsync(R.data(), B.data(), B.size() * sizeof(double), cudaMemcpyDeviceToDevice, s));
-    A.apply(-1.0, X.data(), 1.0, R.data(), k, s);
+    if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
+    A.apply(-1.0, X, 1.0, R.data(), k, s);
   });
-  res.operator_applies = 1, res.operator_columns = k;
-  timer.run("cg-start", (dinv ? 40.0 : 24.0) * n * k,
-            [&] { launch_multi_cg_start(n, k, R.data(), dinv, Z.data(), P.data(), dsc.data(), ws, s); });
-  const bool use_graph = o.graph == Switch::on || (o.graph == Switch::automatic && !timer.enabled());
+  res.operator_applies += 1, res.operator_columns += k;
+  // k = 1 takes the one-vector kernels (several loads in flight per thread; the block forms' thread-per-entry
+  // mapping streams ~30 % slower at k = 1)
+  timer.run("cg-start", (dinv ? 40.0 : 24.0) * n * k, [&] {
+    if (k == 1) launch_cg_start(n, R.data(), dinv, Z.data(), P.data(), dsc.data(), ws, s, rank_sums.data());
+    else launch_multi_cg_start(n, k, R.data(), dinv, Z.data(), P.data(), dsc.data(), ws, s, rank_sums.data());
+  });
+  if (ranks) over_ranks(timer, MultiCgStep::start, 2 * k);
+  // CUDA graphs: not across ranks (the stand-in group's sums wait on the host; NCCL's could be captured)
+  const bool use_graph = !ranks && (o.graph == Switch::on || (o.graph == Switch::automatic && !timer.enabled()));
   res.used_graph = use_graph;
   IterationRunner runner(s, use_graph, timer);
   const int batch = std::max(1, o.monitor_every > 0 ? std::min(o.check_every, o.monitor_every) : o.check_every);
+  double* pq1 = ranks ? rank_sums.data() : &dsc.data()->pq;  // k = 1: where p'q goes
   auto iteration = [&](KernelTimer& t) {
-    t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });             // Q = A P
-    t.run("dot", 16.0 * n * k, [&] { launch_multi_cg_pq(n, k, P.data(), Q.data(), dsc.data(), ws, s); });  // p_j'q_j
+    if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
+      bool fused_dot = true;
+      t.run("spmv", spmm_bytes, [&] {
+        fused_dot = A.apply_with_dot(P.data(), Q.data(), ws.sink(pq1), s);
+        if (!fused_dot && !ranks) A.apply(1.0, P.data(), 0.0, Q.data(), 1, s);  // a rank's apply_with_dot made Q
+      });
+      if (!fused_dot) t.run("dot", 16.0 * n, [&] { launch_dot(P.data(), Q.data(), n, ws, pq1, s); });
+    } else {
+      t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });  // Q = A P
+      t.run("dot", 16.0 * n * k, [&] {  // p_j'q_j
+        launch_multi_cg_pq(n, k, P.data(), Q.data(), dsc.data(), ws, s, rank_sums.data());
+      });
+    }
+    if (ranks) over_ranks(t, MultiCgStep::pq, k);
     t.run("update-xr", (dinv ? 64.0 : 48.0) * n * k, [&] {  // x_j += a_j p_j; r_j -= a_j q_j; rr_j, rz_j
-      launch_multi_cg_update_xr(n, k, X.data(), R.data(), P.data(), Q.data(), dinv, Z.data(), dsc.data(), ws, s);
+      if (k == 1) launch_cg_update_xr(n, X, R.data(), P.data(), Q.data(), dinv, Z.data(), dsc.data(), ws, s, rank_sums.data());
+      else launch_multi_cg_update_xr(n, k, X, R.data(), P.data(), Q.data(), dinv, Z.data(), dsc.data(), ws, s, rank_sums.data());
     });
-    t.run("update-p", 24.0 * n * k, [&] { launch_multi_cg_update_p(n, k, P.data(), zr, dsc.data(), s); });  // p_j = z_j + b_j p_j
+    if (ranks) over_ranks(t, MultiCgStep::update_xr, 2 * k);
+    t.run("update-p", 24.0 * n * k, [&] {  // p_j = z_j + b_j p_j
+      if (k == 1) launch_cg_update_p(n, P.data(), zr, dsc.data(), s);
+      else launch_multi_cg_update_p(n, k, P.data(), zr, dsc.data(), s);
+    });
   };
-  run_recurrences(dsc, hsc, k, 0, s, timer, mon, runner, batch, iteration, res);
+  run_recurrences(dsc, hsc, k, first_column, s, timer, mon, runner, batch, iteration, res);
+}
+
+SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
+                           const SolveOptions& o) {
+  const int k = B.cols;
+  if (k > 128) throw UsageError("multi-cg supports at most 128 right-hand sides per solve");
+  SolveFrame frame("multi-cg", B, o, A.ranks());
+  const double* dinv = M ? M->inverse_diagonal() : nullptr;
+  if (M && !dinv) {
+    if (A.ranks()) throw UsageError("on several GPUs the preconditioner is none or jacobi (this one is not distributed)");
+    pcg_general(A, *M, B.data(), X.data(), k, o, frame.stream(), frame.timer(), frame.monitor(), 0, frame.result());
+    return frame.finish();
+  }
+  cg_recurrences(A, dinv, B.data(), X.data(), k, o, frame.stream(), frame.timer(), frame.monitor(), 0, frame.result());
   return frame.finish();
 }
 

@@ -1,17 +1,19 @@
 #include <cmath>
 
+#include "communicator.hpp"
 #include "solver.hpp"
 #include "vector_ops.hpp"
 
 namespace spcg {
 
-std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s) {
+std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s, Communicator* ranks) {
   const int k = B.cols;
   std::vector<double> out(k, 0.0);
-  if (B.rows == 0 || k == 0) return out;
+  if (k == 0 || (B.rows == 0 && !ranks)) return out;
   ReductionWorkspace ws(reduction_blocks(int64_t{B.rows} * k), k);
   DeviceArray<double> d(k, "column norms");
   launch_column_dots(B.rows, k, B.data(), B.data(), ws, d.data(), s);
+  if (ranks) ranks->allreduce_sum(d.data(), static_cast<size_t>(k), s);
   CHECK_CUDA(cudaMemcpyAsync(out.data(), d.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s));
   CHECK_CUDA(cudaStreamSynchronize(s));
   for (double& v : out) v = std::sqrt(v);
@@ -23,11 +25,11 @@ std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlo
   DeviceBlock R(B.rows, B.cols, "true residual");
   if (B.size()) CHECK_CUDA(cudaMemcpyAsync(R.data(), B.data(), B.size() * sizeof(double), cudaMemcpyDeviceToDevice, s));
   A.apply(-1.0, X.data(), 1.0, R.data(), B.cols, s);
-  return column_norms(R, s);
+  return column_norms(R, s, A.ranks());
 }
 
-SolveFrame::SolveFrame(const char* solver, const DeviceBlock& B, const SolveOptions& o)
-    : b_norms_(column_norms(B, stream_)),
+SolveFrame::SolveFrame(const char* solver, const DeviceBlock& B, const SolveOptions& o, Communicator* ranks)
+    : b_norms_(column_norms(B, stream_, ranks)),
       monitor_(o.stop, b_norms_, o.monitor_every, o.keep_history),
       timer_(o.time_kernels, stream_),
       start_(std::chrono::steady_clock::now()) {

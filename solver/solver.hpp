@@ -40,11 +40,18 @@ void pcg_general(const LinearOperator& A, const PreconditionerOp& M, const doubl
                  const SolveOptions& o, cudaStream_t s, KernelTimer& timer, Monitor& mon, int first_column,
                  SolveResult& res);
 
+// Jacobi-preconditioned (dinv: the inverse diagonal) or plain CG, k recurrences on the fused kernels (cg: k = 1
+// per column; multi-cg): B and X are n x k row-major, the monitor's columns first_column.. first_column + k - 1.
+// On several GPUs (A.ranks()) every step's totals are summed over the ranks in rank order.
+void cg_recurrences(const LinearOperator& A, const double* dinv, const double* B, double* X, int k, const SolveOptions& o,
+                    cudaStream_t s, KernelTimer& timer, Monitor& mon, int first_column, SolveResult& res);
+
 // What cg, multi-cg and block-cg set up alike: their own stream, the result, ||b_j||, the monitor (stopping
 // rule and per-column status) and the kernel timer; finish() is their common end.
 class SolveFrame {
  public:
-  SolveFrame(const char* solver, const DeviceBlock& B, const SolveOptions& o);
+  // ranks: several GPUs (B: this rank's rows), so ||b_j|| is summed over them; null: one GPU.
+  SolveFrame(const char* solver, const DeviceBlock& B, const SolveOptions& o, Communicator* ranks = nullptr);
   cudaStream_t stream() const { return stream_; }
   SolveResult& result() { return result_; }
   Monitor& monitor() { return monitor_; }
@@ -65,10 +72,11 @@ class SolveFrame {
   std::chrono::steady_clock::time_point start_;
 };
 
-// ||B_j - A X_j|| per column, on the device (one SpMM + column dots).
+// ||B_j - A X_j|| per column, on the device (one SpMM + column dots), summed over A.ranks() on several GPUs.
 std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlock& B, const DeviceBlock& X,
                                         cudaStream_t s = 0);
-std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s = 0);
+// ||B_j||; ranks: B holds this rank's rows of the block, the squares are summed over the ranks.
+std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s = 0, Communicator* ranks = nullptr);
 ColumnStatus from_device_status(int status);  // CgStatus -> ColumnStatus
 
 }  // namespace spcg

@@ -106,6 +106,7 @@ struct Solver::Impl {
     check_device_memory(setup->rows(), setup->nnz(), std::max(1, options.expected_columns), options.solver);
     OperatorOptions oo;
     oo.deterministic = options.iteration.deterministic;
+    oo.autotune = !oo.deterministic;  // a timed trial may pick another kernel (another sum order) on another run
     oo.expected_k = options.solver == SolverKind::cg ? 1 : std::max(1, options.expected_columns);
     const auto t_op = std::chrono::steady_clock::now();
     op = make_operator(options.kernel, *setup, oo);
