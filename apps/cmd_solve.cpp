@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
+#include <thread>
 
 #include "commands.hpp"
 #include "eigen_bridge.hpp"
@@ -18,6 +20,8 @@
 #include "options.hpp"
 #include "problem.hpp"
 #include "report.hpp"
+#include "ranks.hpp"
+#include "spcg/distributed.hpp"
 #include "spcg/spcg.hpp"
 
 namespace po = boost::program_options;
@@ -47,6 +51,8 @@ struct SolveCommand {
   SolverOptions solver;  // the library's options, typed
   int threads = 0;       // reader threads (0: all cores)
   bool verify = false;
+  int gpus = 1;            // ranks, one GPU each (--gpus); mpirun / srun set them instead
+  std::string rendezvous;  // MPI ranks: the file where rank 0 leaves the NCCL id
 };
 
 // The value of an enum option, or a UsageError naming the flag and the accepted names.
@@ -115,6 +121,10 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("verify", "check ||b - A x|| / ||b|| on the host with Eigen (and compare with Eigen's CG for small systems)")
       ("backend", po::value<std::string>()->default_value("auto"), "gpu | host | auto (gpu when a CUDA device exists)")
       ("threads", po::value<int>()->default_value(0), "threads reading the matrix file (0: all cores)")
+      ("gpus", po::value<int>()->default_value(1),
+       "solve on N GPUs of this machine, one process each (NCCL); cg, multi-cg or block-cg with none or jacobi. "
+       "Under mpirun / srun each process is a rank by itself")
+      ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: /tmp, named after the job)")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
   po::variables_map vm;
@@ -164,6 +174,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
                              std::pair{"report-file", &c.report_file}, std::pair{"history", &c.history}})
     if (vm.count(name)) *field = vm[name].as<std::string>();
   c.threads = vm["threads"].as<int>();
+  c.gpus = vm["gpus"].as<int>();
+  if (c.gpus < 1 || c.gpus > 1024) throw UsageError("--gpus must be between 1 and 1024");
+  if (vm.count("rendezvous")) c.rendezvous = vm["rendezvous"].as<std::string>();
   c.verify = vm.count("verify") > 0, so.profile_solves = vm.count("profile") > 0;
   so.check_matrix = vm.count("force") == 0;
   so.matrix_name = c.source;
@@ -199,6 +212,200 @@ DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
   return std::move(f.block);
 }
 
+// ---- several GPUs: one process per rank ----
+
+// What one rank's figures travel as in the report's sum over ranks (slot r of a ranks x fields block).
+enum RankField { kRows, kNonzeros, kHaloIn, kHaloOut, kProblemMs, kNcclMs, kSetupMs, kSolveMs, kSums, kSumMs,
+                 kExchanges, kSentBytes, kExchangeMs, kRankFields };
+
+// The options a rank cannot run, refused once (by the launcher, before any process starts).
+void check_rank_options(const SolveCommand& c) {
+  const SolverOptions& so = c.solver;
+  if (so.precond != Preconditioner::none && so.precond != Preconditioner::jacobi)
+    throw UsageError(std::string("several GPUs: --precond none or jacobi (") + name_of(so.precond) + " is not distributed)");
+  if (so.kernel != "auto") throw UsageError("several GPUs: --kernel auto (each rank picks its local block's kernel)");
+  if (so.backend == Backend::host) throw UsageError("several GPUs: --backend host makes no sense");
+  if (so.iteration.vector_ops != VectorOps::fused) throw UsageError("several GPUs: --vector-ops fused");
+}
+
+// --gpus N from the raw arguments (the launcher decides before CUDA starts); 1 when absent or unreadable (the
+// full parse then says what is wrong).
+int gpus_asked(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string v;
+    if (args[i] == "--gpus" && i + 1 < args.size()) v = args[i + 1];
+    else if (args[i].rfind("--gpus=", 0) == 0) v = args[i].substr(7);
+    else continue;
+    try {
+      return std::max(1, std::stoi(v));
+    } catch (const std::exception&) {
+      return 1;
+    }
+  }
+  return 1;
+}
+
+// This rank's rows of a block given whole (a right-hand side or initial guess file).
+DenseBlock rows_of(const DenseBlock& whole, int32_t begin, int32_t end) {
+  DenseBlock out(end - begin, whole.cols);
+  std::copy(whole.data.begin() + static_cast<long>(begin) * whole.cols, whole.data.begin() + static_cast<long>(end) * whole.cols,
+            out.data.begin());
+  return out;
+}
+
+// One rank's solve: its rows (generated, or cut from the file every rank reads), NCCL, the RankSolver; rank 0
+// gathers the ranks' figures (and x, when written, verified or checksummed) and prints the report.
+int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda) {
+  if (c.gpus != 1 && c.gpus != ctx.size)
+    throw UsageError("--gpus " + std::to_string(c.gpus) + ", but " + ctx.started_by + " started " + std::to_string(ctx.size) + " ranks");
+  check_rank_options(c);
+  const int rank = ctx.rank, size = ctx.size;
+  const std::string rank_name = "rank " + std::to_string(rank);
+  ScopedRange rank_range(rank_name.c_str());  // Nsight Systems: each process's phases under its rank
+  SolveReport rep;
+  auto t0 = std::chrono::steady_clock::now();
+  const NcclId id = share_unique_id(ctx, c.rendezvous, 120);
+  rep.phases.push_back({"NCCL id", ms_since(t0)});
+  // CUDA's start and then NCCL's (~0.5 s: topology, buffers) on a thread of their own, overlapping this rank's
+  // generation or read
+  CommunicatorPtr comm;
+  std::exception_ptr start_failure;
+  double nccl_ms = 0;
+  std::thread starter([&] {
+    try {
+      std::string why_no_gpu;
+      if (!cuda.wait(&why_no_gpu)) throw CudaError(why_no_gpu);
+      const auto t_nccl = std::chrono::steady_clock::now();
+      comm = make_nccl_communicator(rank, size, id);
+      nccl_ms = ms_since(t_nccl);
+    } catch (...) {
+      start_failure = std::current_exception();
+    }
+  });
+  struct JoinOnExit {
+    std::thread& t;
+    ~JoinOnExit() {
+      if (t.joinable()) t.join();
+    }
+  } join_starter{starter};
+  // this rank's rows
+  t0 = std::chrono::steady_clock::now();
+  Problem whole;  // a file: every rank reads it (and rank 0 keeps it for --verify)
+  RowPartition partition;
+  RankBlocks blocks;
+  int32_t n = 0;
+  if (c.generated) {
+    ScopedRange r("generate");
+    const int64_t rows = generated_rows(c.source);
+    if (rows > std::numeric_limits<int32_t>::max()) throw InputError(c.source, 0, "more rows than int32 indexing allows");
+    n = static_cast<int32_t>(rows);
+    partition = partition_evenly(n, size);
+    blocks = rank_blocks_from_rows(generate_rows(c.source, partition.begin(rank), partition.end(rank)), partition, rank);
+    rep.phases.push_back({"generate (own rows)", ms_since(t0)});
+    rep.name = c.source;
+  } else {
+    ScopedRange r("read");
+    ReadOptions ro;
+    ro.threads = c.threads > 0 ? c.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / size);
+    whole = load_problem(c.source, ro, /*with_stats=*/false);
+    n = whole.a.rows;
+    if (whole.a.rows != whole.a.cols)
+      throw InputError(c.source, 0, "matrix is " + std::to_string(whole.a.rows) + " x " + std::to_string(whole.a.cols) + ", CG needs a square matrix");
+    rep.phases.push_back({"read (whole file)", whole.read_ms});
+    const auto t_split = std::chrono::steady_clock::now();
+    partition = partition_by_work(whole.a, size);
+    blocks = rank_blocks(whole.a, partition, rank);
+    rep.phases.push_back({"partition", ms_since(t_split)});
+    rep.reader = whole.read;
+    rep.name = whole.name;
+  }
+  const double problem_ms = ms_since(t0);
+  const bool rhs_from_file = c.rhs != "ones" && c.rhs != "random";
+  std::optional<DenseBlock> b_rows, x0_rows;
+  if (rhs_from_file) b_rows = rows_of(make_rhs(c.rhs, n, c.nrhs, c.seed), partition.begin(rank), partition.end(rank));
+  const int k = b_rows ? b_rows->cols : c.nrhs;
+  if (c.x0) x0_rows = rows_of(read_initial_guess(*c.x0, n, k), partition.begin(rank), partition.end(rank));
+
+  t0 = std::chrono::steady_clock::now();
+  starter.join();
+  if (start_failure) std::rethrow_exception(start_failure);
+  rep.phases.insert(rep.phases.begin(), {"start (CUDA + NCCL, overlapped)", cuda.ms() + nccl_ms});
+  rep.phases.push_back({"wait for CUDA + NCCL", ms_since(t0)});
+  end_rendezvous(ctx, c.rendezvous);  // every rank has joined
+
+  SolverOptions so = c.solver;
+  so.backend = Backend::gpu;
+  so.expected_columns = k;
+  RankSolver solver(blocks, n, *comm, so);
+  for (const Phase& p : solver.setup_phases()) rep.phases.push_back(p);
+  DenseBlock x;
+  if (b_rows) {
+    x = x0_rows ? *x0_rows : DenseBlock(solver.rows(), k, 0.0);
+    rep.result = solver.solve(*b_rows, x);
+  } else {
+    rep.result = solver.solve(c.rhs == "ones" ? RhsKind::ones : RhsKind::random, k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
+  }
+  rep.phases.push_back({"vectors", rep.result.vectors_ms});
+  rep.phases.push_back({"solve", rep.result.solve_ms});
+
+  // the ranks' figures, summed into rank 0's report
+  const CommunicationStats st = communication_stats(*comm);
+  std::vector<double> fig(static_cast<size_t>(size) * kRankFields, 0.0);
+  double* mine = fig.data() + static_cast<size_t>(rank) * kRankFields;
+  double setup_ms = 0;
+  for (const Phase& p : solver.setup_phases())
+    if (p.name == "setup (total)") setup_ms = p.ms;
+  mine[kRows] = solver.rows(), mine[kNonzeros] = double(blocks.local.nnz() + blocks.halo.nnz());
+  mine[kHaloIn] = double(solver.halo_entries()), mine[kHaloOut] = double(solver.send_entries());
+  mine[kProblemMs] = problem_ms, mine[kNcclMs] = nccl_ms, mine[kSetupMs] = setup_ms, mine[kSolveMs] = rep.result.solve_ms;
+  mine[kSums] = double(st.sums), mine[kSumMs] = st.sum_ms, mine[kExchanges] = double(st.exchanges);
+  mine[kSentBytes] = double(st.exchange_bytes_sent), mine[kExchangeMs] = st.exchange_ms;
+  sum_over_ranks(*comm, fig);
+  // x whole on rank 0 when it is written, checked or checksummed (a sum of disjoint rows)
+  const bool want_x = c.output || c.verify || so.iteration.deterministic;
+  DenseBlock x_whole;
+  if (want_x) {
+    std::vector<double> all(static_cast<size_t>(n) * k, 0.0);
+    std::copy(x.data.begin(), x.data.end(), all.begin() + static_cast<long>(solver.row_begin()) * k);
+    sum_over_ranks(*comm, all);
+    x_whole = DenseBlock(n, k);
+    std::copy(all.begin(), all.end(), x_whole.data.begin());
+  }
+  if (rank != 0) return rep.result.all_converged() ? 0 : 3;
+
+  rep.matrix = c.source, rep.rows = n, rep.nrhs = k;
+  rep.solver = name_of(so.solver), rep.precond = name_of(so.precond), rep.vector_ops = name_of(so.iteration.vector_ops);
+  rep.backend = "gpu x " + std::to_string(size) + " (NCCL, " + ctx.started_by + ")";
+  rep.rtol = so.iteration.stop.rtol, rep.atol = so.iteration.stop.atol;
+  rep.kernel = "rank 0: " + solver.kernel(so.solver == SolverKind::cg ? 1 : k);
+  rep.kernel_reason = solver.kernel_reason();
+  for (int r = 0; r < size; ++r) {
+    const double* f = fig.data() + static_cast<size_t>(r) * kRankFields;
+    RankLine line;
+    line.rank = r, line.rows = int64_t(f[kRows]), line.nnz = int64_t(f[kNonzeros]);
+    line.halo_in = int64_t(f[kHaloIn]), line.halo_out = int64_t(f[kHaloOut]);
+    line.problem_ms = f[kProblemMs], line.nccl_ms = f[kNcclMs], line.setup_ms = f[kSetupMs], line.solve_ms = f[kSolveMs];
+    line.sums = int64_t(f[kSums]), line.sum_ms = f[kSumMs], line.exchanges = int64_t(f[kExchanges]);
+    line.sent_bytes = f[kSentBytes], line.exchange_ms = f[kExchangeMs];
+    rep.nnz += line.nnz;
+    rep.ranks.push_back(line);
+  }
+  if (so.iteration.deterministic) rep.checksum = fnv1a_checksum(x_whole.data);
+  if (c.verify) {
+    ScopedRange r("verify");
+    const auto tv = std::chrono::steady_clock::now();
+    const CsrMatrix a = c.generated ? generate(c.source) : std::move(whole.a);
+    const std::vector<double> rel = relative_residuals(a, x_whole, make_rhs(c.rhs, n, k, c.seed));
+    rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
+    rep.phases.push_back({"verify", ms_since(tv)});
+  }
+  if (c.output) write_dense_matrix_market(*c.output, x_whole, {" solution written by spcg solve (" + std::to_string(size) + " GPUs)"});
+  rep.phases.push_back({"wall (process)", ms_since_process_start()});
+  print_report(rep);
+  write_report_files(c, rep);
+  return rep.result.all_converged() ? 0 : 3;
+}
+
 }  // namespace
 
 std::string default_matrix_path() {
@@ -208,11 +415,36 @@ std::string default_matrix_path() {
 }
 
 int run_solve(const std::vector<std::string>& args) {
+  // Several GPUs: a rank (started by --gpus's launcher, mpirun or srun) picks its GPU before CUDA starts; the
+  // launcher itself starts no CUDA context of its own and runs no solve.
+  const std::optional<RankContext> rank = rank_context_from_environment();
+  if (rank) {
+    select_gpu_of_rank(*rank);
+  } else if (const int gpus = gpus_asked(args); gpus > 1) {
+    const std::optional<SolveCommand> parsed = parse_solve_command(args);  // usage errors once, here
+    if (!parsed) return 0;
+    check_rank_options(*parsed);
+    std::vector<std::string> argv = {"solve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return launch_ranks(gpus, argv);
+  }
   // CUDA starts first, on a thread of its own: it takes about as long as reading a large file.
   CudaStart cuda;
   const std::optional<SolveCommand> parsed = parse_solve_command(args);
   if (!parsed) return 0;
   const SolveCommand& c = *parsed;
+  if (rank) {
+    try {
+      return solve_as_rank(c, *rank, cuda);
+    } catch (const UsageError& e) {
+      std::fprintf(stderr, "spcg solve: rank %d of %d: %s\n", rank->rank, rank->size, e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "spcg solve: rank %d of %d: error: %s\n", rank->rank, rank->size, e.what());
+      return 1;
+    }
+  }
+  if (c.gpus > 1) throw UsageError("--gpus " + std::to_string(c.gpus) + " needs this program's launcher");
   SolveReport rep;
   Problem prob;
   {

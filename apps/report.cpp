@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -47,8 +48,26 @@ void print_report(const SolveReport& r) {
                 r.reader.load_ms, r.reader.parse_ms, r.reader.build_ms);
   if (s.fallback_columns > 0)
     std::printf("fallback    %s; %d column(s) finished by multi-cg\n", s.fallback_reason.c_str(), s.fallback_columns);
-  std::printf("\nphase                       ms\n");
-  for (const auto& p : r.phases) std::printf("  %-20s %10.3f\n", p.name.c_str(), p.ms);
+  std::printf("\nphase%s                       ms\n", r.ranks.empty() ? "" : " (rank 0)");
+  for (const auto& p : r.phases) std::printf("  %-24s %10.3f\n", p.name.c_str(), p.ms);
+  if (!r.ranks.empty()) {
+    std::printf("\nrank        rows          nnz    halo in   halo out  problem ms  NCCL ms  setup ms  solve ms\n");
+    for (const RankLine& l : r.ranks)
+      std::printf("  %4d %10lld %12lld %10lld %10lld %11.1f %8.1f %9.1f %9.1f\n", l.rank, static_cast<long long>(l.rows),
+                  static_cast<long long>(l.nnz), static_cast<long long>(l.halo_in), static_cast<long long>(l.halo_out),
+                  l.problem_ms, l.nccl_ms, l.setup_ms, l.solve_ms);
+    int64_t exchanges = 0, sums = 0;
+    double sent = 0, exchange_ms = 0, sum_ms = 0;
+    for (const RankLine& l : r.ranks) {
+      exchanges = std::max(exchanges, l.exchanges), sums = std::max(sums, l.sums), sent += l.sent_bytes;
+      exchange_ms = std::max(exchange_ms, l.exchange_ms), sum_ms = std::max(sum_ms, l.sum_ms);
+    }
+    std::printf("communication: %lld halo exchanges, %.3f MB sent by all ranks", static_cast<long long>(exchanges), sent / 1e6);
+    if (exchange_ms > 0) std::printf(", %.3f ms on the slowest rank's exchange stream (overlaps the local product)", exchange_ms);
+    std::printf("; %lld sums over ranks", static_cast<long long>(sums));
+    if (sum_ms > 0) std::printf(", %.3f ms on the slowest rank", sum_ms);
+    std::printf("\n");
+  }
   if (!s.kernels.empty()) {
     double total = 0;
     for (const auto& k : s.kernels) total += k.total_ms;
@@ -115,6 +134,16 @@ std::string report_json(const SolveReport& r) {
       j.end_array();
     }
     j.end_object();
+  }
+  if (!r.ranks.empty()) {
+    j.begin_array("ranks");
+    for (const RankLine& l : r.ranks)
+      j.begin_object().kv("rank", l.rank).kv("rows", static_cast<long long>(l.rows)).kv("nnz", static_cast<long long>(l.nnz))
+          .kv("halo_in", static_cast<long long>(l.halo_in)).kv("halo_out", static_cast<long long>(l.halo_out))
+          .kv("problem_ms", l.problem_ms).kv("nccl_ms", l.nccl_ms).kv("setup_ms", l.setup_ms).kv("solve_ms", l.solve_ms)
+          .kv("sums", static_cast<long long>(l.sums)).kv("sum_ms", l.sum_ms).kv("exchanges", static_cast<long long>(l.exchanges))
+          .kv("sent_bytes", l.sent_bytes).kv("exchange_ms", l.exchange_ms).end_object();
+    j.end_array();
   }
   j.begin_array("phases");
   for (const auto& p : r.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();

@@ -8,6 +8,15 @@
 
 namespace spcg {
 
+// One rank's figures on several GPUs (gathered by rank 0 for the report).
+struct RankLine {
+  int rank = 0;
+  int64_t rows = 0, nnz = 0, halo_in = 0, halo_out = 0;  // halo: x entries received / sent per column and apply
+  double problem_ms = 0, nccl_ms = 0, setup_ms = 0, solve_ms = 0;
+  int64_t sums = 0, exchanges = 0;
+  double sum_ms = 0, sent_bytes = 0, exchange_ms = 0;  // times: 0 unless kernels are timed
+};
+
 struct SolveReport {
   std::string matrix, name, kernel, kernel_reason, backend, solver, precond, vector_ops;
   ReadProfile reader;  // files: how the read went (empty access for generated matrices)
@@ -22,6 +31,7 @@ struct SolveReport {
   double verify_relative_residual = -1;
   int eigen_iterations = -1;
   double eigen_solution_difference = -1;
+  std::vector<RankLine> ranks;  // several GPUs
 };
 
 void print_report(const SolveReport& r);
