@@ -194,3 +194,31 @@ TEST(Cli, PreconditionerReportAndOptions) {
   expect("solve --precond block-jacobi --block-size 9", 2, "--block-size must be");
   expect("solve --generate poisson2d:60 --precond amg --amg-omega 2.5", 2, "omega x lambda_max must be in (0, 2)");
 }
+
+// Several GPUs from the command line (issue #25): options a rank cannot run are refused once, by the launcher;
+// without enough GPUs the launcher says how many it sees. On a GPU machine: one rank started as the launcher
+// starts them (its variables) solves and reports per rank; two ranks forced onto one GPU fail in NCCL's start
+// and the launcher ends the job with one line naming the rank and a non-zero status, no hang.
+TEST(Cli, SeveralGpus) {
+  expect("solve --generate poisson2d:8 --gpus 2 --precond amg", 2, "several GPUs: --precond none or jacobi");
+  expect("solve --generate poisson2d:8 --gpus 2 --kernel csr-vector", 2, "several GPUs: --kernel auto");
+  expect("solve --generate poisson2d:8 --gpus 0", 2, "--gpus must be between 1 and 1024");
+  std::string why;
+  if (!spcg::test::gpu_available(&why)) {
+    expect("solve --generate poisson2d:8 --gpus 2", 2, "--gpus 2: this machine shows 0 GPU(s)");
+    GTEST_SKIP() << why;
+  }
+  const Outcome one = shell("SPCG_RANK=0 SPCG_RANKS=1 " + spcg::test::spcg_binary() +
+                            " solve --generate poisson3d:20 --precond jacobi --solver block-cg --nrhs 2 --verify");
+  ASSERT_EQ(one.code, 0) << one.output;
+  for (const char* text : {"gpu x 1 (NCCL, spcg --gpus)", "rank        rows", "communication: ", "verify (Eigen, host)",
+                           "status: converged"})
+    EXPECT_NE(one.output.find(text), std::string::npos) << text << "\n" << one.output;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome shared = shell("SPCG_SHARE_GPUS=1 timeout 120 " + spcg::test::spcg_binary() +
+                               " solve --generate poisson2d:50 --gpus 2");
+  EXPECT_NE(shared.code, 0) << shared.output;
+  EXPECT_NE(shared.code, 124) << "the launcher hung:\n" << shared.output;
+  EXPECT_NE(shared.output.find("of 2 failed"), std::string::npos) << shared.output;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
