@@ -216,7 +216,7 @@ DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
 
 // What one rank's figures travel as in the report's sum over ranks (slot r of a ranks x fields block).
 enum RankField { kRows, kNonzeros, kHaloIn, kHaloOut, kProblemMs, kNcclMs, kSetupMs, kSolveMs, kSums, kSumMs,
-                 kExchanges, kSentBytes, kExchangeMs, kRankFields };
+                 kExchanges, kSentBytes, kExchangeMs, kMemoryBytes, kRankFields };
 
 // The options a rank cannot run, refused once (by the launcher, before any process starts).
 void check_rank_options(const SolveCommand& c) {
@@ -360,6 +360,7 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
   mine[kProblemMs] = problem_ms, mine[kNcclMs] = nccl_ms, mine[kSetupMs] = setup_ms, mine[kSolveMs] = rep.result.solve_ms;
   mine[kSums] = double(st.sums), mine[kSumMs] = st.sum_ms, mine[kExchanges] = double(st.exchanges);
   mine[kSentBytes] = double(st.exchange_bytes_sent), mine[kExchangeMs] = st.exchange_ms;
+  mine[kMemoryBytes] = double(solver.device_memory_in_use());
   sum_over_ranks(*comm, fig);
   // x whole on rank 0 when it is written, checked or checksummed (a sum of disjoint rows)
   const bool want_x = c.output || c.verify || so.iteration.deterministic;
@@ -386,7 +387,7 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
     line.halo_in = int64_t(f[kHaloIn]), line.halo_out = int64_t(f[kHaloOut]);
     line.problem_ms = f[kProblemMs], line.nccl_ms = f[kNcclMs], line.setup_ms = f[kSetupMs], line.solve_ms = f[kSolveMs];
     line.sums = int64_t(f[kSums]), line.sum_ms = f[kSumMs], line.exchanges = int64_t(f[kExchanges]);
-    line.sent_bytes = f[kSentBytes], line.exchange_ms = f[kExchangeMs];
+    line.sent_bytes = f[kSentBytes], line.exchange_ms = f[kExchangeMs], line.memory_bytes = f[kMemoryBytes];
     rep.nnz += line.nnz;
     rep.ranks.push_back(line);
   }

@@ -51,11 +51,11 @@ void print_report(const SolveReport& r) {
   std::printf("\nphase%s                       ms\n", r.ranks.empty() ? "" : " (rank 0)");
   for (const auto& p : r.phases) std::printf("  %-24s %10.3f\n", p.name.c_str(), p.ms);
   if (!r.ranks.empty()) {
-    std::printf("\nrank        rows          nnz    halo in   halo out  problem ms  NCCL ms  setup ms  solve ms\n");
+    std::printf("\nrank        rows          nnz    halo in   halo out  problem ms  NCCL ms  setup ms  solve ms  GPU GiB\n");
     for (const RankLine& l : r.ranks)
-      std::printf("  %4d %10lld %12lld %10lld %10lld %11.1f %8.1f %9.1f %9.1f\n", l.rank, static_cast<long long>(l.rows),
+      std::printf("  %4d %10lld %12lld %10lld %10lld %11.1f %8.1f %9.1f %9.1f %8.2f\n", l.rank, static_cast<long long>(l.rows),
                   static_cast<long long>(l.nnz), static_cast<long long>(l.halo_in), static_cast<long long>(l.halo_out),
-                  l.problem_ms, l.nccl_ms, l.setup_ms, l.solve_ms);
+                  l.problem_ms, l.nccl_ms, l.setup_ms, l.solve_ms, l.memory_bytes / double(1 << 30));
     int64_t exchanges = 0, sums = 0;
     double sent = 0, exchange_ms = 0, sum_ms = 0;
     for (const RankLine& l : r.ranks) {
@@ -142,7 +142,7 @@ std::string report_json(const SolveReport& r) {
           .kv("halo_in", static_cast<long long>(l.halo_in)).kv("halo_out", static_cast<long long>(l.halo_out))
           .kv("problem_ms", l.problem_ms).kv("nccl_ms", l.nccl_ms).kv("setup_ms", l.setup_ms).kv("solve_ms", l.solve_ms)
           .kv("sums", static_cast<long long>(l.sums)).kv("sum_ms", l.sum_ms).kv("exchanges", static_cast<long long>(l.exchanges))
-          .kv("sent_bytes", l.sent_bytes).kv("exchange_ms", l.exchange_ms).end_object();
+          .kv("sent_bytes", l.sent_bytes).kv("exchange_ms", l.exchange_ms).kv("gpu_memory_bytes", l.memory_bytes).end_object();
     j.end_array();
   }
   j.begin_array("phases");

@@ -15,6 +15,7 @@ struct RankLine {
   double problem_ms = 0, nccl_ms = 0, setup_ms = 0, solve_ms = 0;
   int64_t sums = 0, exchanges = 0;
   double sum_ms = 0, sent_bytes = 0, exchange_ms = 0;  // times: 0 unless kernels are timed
+  double memory_bytes = 0;  // GPU memory in use on its device after the solve (process: context and NCCL included)
 };
 
 struct SolveReport {

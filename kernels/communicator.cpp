@@ -1,6 +1,8 @@
 #include "communicator.hpp"
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -58,6 +60,13 @@ void Communicator::exchange(const std::vector<Transfer>& sends, const std::vecto
   CHECK_CUDA(cudaEventRecord(p.end, s));
 }
 
+void Communicator::wait(cudaStream_t s) { CHECK_CUDA(cudaStreamSynchronize(s)); }
+
+void wait_for_stream(cudaStream_t s, Communicator* ranks) {
+  if (ranks) ranks->wait(s);
+  else CHECK_CUDA(cudaStreamSynchronize(s));
+}
+
 CommunicationStats Communicator::stats() const {
   if (timed_) {
     for (Timing::Pair& p : timed_->pending) {
@@ -83,7 +92,36 @@ ncclUniqueId NcclCommunicator::unique_id() {
 NcclCommunicator::NcclCommunicator(int rank, int size, const ncclUniqueId& id) : rank_(rank), size_(size) {
   if (size < 1 || rank < 0 || rank >= size)
     throw UsageError("NCCL communicator: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  if (const char* t = std::getenv("SPCG_COMM_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double v = std::strtod(t, &end);
+    if (*end != '\0' || !(v > 0)) throw UsageError(std::string("SPCG_COMM_TIMEOUT_S='") + t + "' is not a positive number of seconds");
+    timeout_s_ = v;
+  }
   CHECK_NCCL(ncclCommInitRank(&comm_, size, id, rank));
+}
+
+void NcclCommunicator::wait(cudaStream_t s) {
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned spin = 0;; ++spin) {
+    const cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) CHECK_CUDA(q);
+    if (spin % 256 != 255) continue;  // the clock and NCCL's state every few hundred polls
+    ncclResult_t async = ncclSuccess;
+    CHECK_NCCL(ncclCommGetAsyncError(comm_, &async));
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if ((async != ncclSuccess && async != ncclInProgress) || waited > timeout_s_) {
+      ncclCommAbort(comm_);  // ends this rank's pending collectives; the communicator is unusable after
+      comm_ = nullptr;
+      throw CommunicationError("rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+                               (async != ncclSuccess && async != ncclInProgress
+                                    ? std::string("NCCL failed: ") + ncclGetErrorString(async)
+                                    : "no progress from the other ranks in " + std::to_string(static_cast<int>(timeout_s_)) +
+                                          " s (one failed or hangs; SPCG_COMM_TIMEOUT_S sets the limit)"));
+    }
+    if (waited > 0.01) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -36,6 +36,10 @@ class Communicator {
   void allreduce_sum(double* values, size_t count, cudaStream_t s);
   // This rank's sends and receives as one group (no deadlock whatever the order of the lists).
   void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives, cudaStream_t s);
+  // Waits for the stream's work, sums and exchanges included. NCCL: ends with CommunicationError (the
+  // communicator aborted) when NCCL reports an error or nothing completes within the timeout, so a rank whose
+  // peer died or hangs does not wait forever.
+  virtual void wait(cudaStream_t s);
   // Time every later call with events (costs two event records per call).
   void set_timing(bool on) { timing_ = on; }
   // The counts so far; waits for the timed calls' events.
@@ -64,6 +68,8 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // Polls the stream and NCCL's error state; the timeout is SPCG_COMM_TIMEOUT_S seconds (default 600).
+  void wait(cudaStream_t s) override;
 
  protected:
   // An all-gather, then each rank sums the ranks' values in rank order (the solvers' sums are a few values:
@@ -73,10 +79,14 @@ class NcclCommunicator final : public Communicator {
 
  private:
   int rank_, size_;
+  double timeout_s_ = 600;
   ncclComm_t comm_ = nullptr;
   struct Gathered;
   std::unique_ptr<Gathered> gathered_;
 };
+
+// Waits for s through `ranks` (its timeout and error checks) when there are ranks, else synchronises.
+void wait_for_stream(cudaStream_t s, Communicator* ranks);
 
 // `size` communicators for threads of one process on the current device: thread r uses communicator(r). Sums
 // are taken in rank order. A rank that fails calls abort(): the others' next step throws CommunicationError

@@ -128,7 +128,7 @@ __device__ __forceinline__ void check_mirror(int64_t i, int p, const int* __rest
   }
   int lo = rp[j], hi = rp[j + 1];
   while (lo < hi) {
-    const int mid = (lo + hi) >> 1;
+    const int mid = lo + ((hi - lo) >> 1);  // lo + hi passes int32 beyond 2^30 entries (poisson3d:600 did)
     if (ci[mid] < i) lo = mid + 1;
     else hi = mid;
   }

@@ -206,7 +206,7 @@ class DenseSteps {
     if (dst.empty()) return;
     if (ranks_) ranks_->allreduce_sum(const_cast<double*>(src), dst.size(), s_);
     CHECK_CUDA(cudaMemcpyAsync(readback_.data(), src, dst.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    CHECK_CUDA(cudaStreamSynchronize(s_));
+    wait_for_stream(s_, ranks_);
     std::copy(readback_.data(), readback_.data() + dst.size(), dst.begin());
   }
   cudaStream_t s_;
@@ -291,7 +291,7 @@ class BlockCg {
     timer_.run("norms", 8.0 * nk, [&] { launch_column_dots(n_, k_, R_.data(), R_.data(), ws_, norms_.data(), s_); });
     if (Communicator* ranks = A_.ranks()) ranks->allreduce_sum(norms_.data(), static_cast<size_t>(k_), s_);
     CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms_.data(), k_ * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    CHECK_CUDA(cudaStreamSynchronize(s_));
+    wait_for_stream(s_, A_.ranks());
     observe(rr);
     if (general_)  // Z = M^-1 R, kept up to date by Z -= (M^-1 V) Ta as R is by R -= V Ta
       timer_.run("precond", general_->bytes_per_apply(k_), [&] { general_->apply(R_.data(), ZR_.data(), k_, s_); });

@@ -107,6 +107,10 @@ int64_t RankSolver::send_entries() const { return impl_->op->send_entries(); }
 std::string RankSolver::kernel(int k) const { return impl_->op->chosen(k); }
 const std::string& RankSolver::kernel_reason() const { return impl_->op->local_operator().setup_info().reason; }
 const std::vector<Phase>& RankSolver::setup_phases() const { return impl_->phases; }
+int64_t RankSolver::device_memory_in_use() const {
+  const DeviceMemoryInfo m = device_memory_info();
+  return static_cast<int64_t>(m.total_bytes - m.free_bytes);
+}
 
 SolveResult RankSolver::solve(const DenseBlock& b, DenseBlock& x) {
   Impl& s = *impl_;
@@ -169,7 +173,7 @@ CommunicationStats communication_stats(const Communicator& comm) { return comm.s
 void sum_over_ranks(Communicator& comm, std::vector<double>& values) {
   DeviceArray<double> d(values, "values summed over ranks");
   comm.allreduce_sum(d.data(), values.size(), 0);
-  CHECK_CUDA(cudaStreamSynchronize(0));
+  comm.wait(0);
   values = d.download();
 }
 

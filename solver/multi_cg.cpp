@@ -17,11 +17,12 @@ namespace {
 // final status.
 void run_recurrences(const DeviceArray<CgScalars>& dsc, std::vector<CgScalars>& hsc, int k, int first_column,
                      cudaStream_t s, KernelTimer& timer, Monitor& mon, IterationRunner& runner, int batch,
-                     const std::function<void(KernelTimer&)>& iteration, SolveResult& res) {
+                     const std::function<void(KernelTimer&)>& iteration, SolveResult& res,
+                     Communicator* ranks = nullptr) {
   std::vector<int> last(k, -1);
   while (true) {
     CHECK_CUDA(cudaMemcpyAsync(hsc.data(), dsc.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
+    wait_for_stream(s, ranks);  // several GPUs: with the communicator's timeout
     timer.collect();
     bool all_done = true;
     for (int j = 0; j < k; ++j) {
@@ -163,7 +164,7 @@ void cg_recurrences(const LinearOperator& A, const double* dinv, const double* B
       else launch_multi_cg_update_p(n, k, P.data(), zr, dsc.data(), s);
     });
   };
-  run_recurrences(dsc, hsc, k, first_column, s, timer, mon, runner, batch, iteration, res);
+  run_recurrences(dsc, hsc, k, first_column, s, timer, mon, runner, batch, iteration, res, ranks);
 }
 
 SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,

@@ -15,7 +15,7 @@ std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s, Communica
   launch_column_dots(B.rows, k, B.data(), B.data(), ws, d.data(), s);
   if (ranks) ranks->allreduce_sum(d.data(), static_cast<size_t>(k), s);
   CHECK_CUDA(cudaMemcpyAsync(out.data(), d.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
+  wait_for_stream(s, ranks);
   for (double& v : out) v = std::sqrt(v);
   return out;
 }

@@ -43,12 +43,13 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
 namespace {
 
 // Rank r's local and halo blocks and its receives, from its rows (rows.row_ptr over its rows; global columns).
-RankBlocks split_rows(const CsrMatrix& rows_of_rank, const RowPartition& p, int r) {
+// The rows are taken over: the halo block is copied out (a few planes' worth), and the local block is what
+// remains of them, compacted in place (a rank's share of a large system is tens of GB; a copy doubled it).
+RankBlocks split_rows(CsrMatrix a, const RowPartition& p, int r) {
   RankBlocks rb;
   rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
   const int32_t b = rb.row_begin, e = rb.row_end, rows = e - b;
-  const CsrMatrix& a = rows_of_rank;
-  // rows in parts on every core (a rank's share of a large system is hundreds of millions of entries)
+  // rows in parts on every core
   const int64_t parts = rows >= (1 << 16) ? 8 * int64_t{hardware_threads()} : 1;
   auto for_parts = [&](auto&& body) {  // body(first row, end row, part)
     parallel_for(parts, hardware_threads(), [&](int64_t part) {
@@ -56,52 +57,65 @@ RankBlocks split_rows(const CsrMatrix& rows_of_rank, const RowPartition& p, int 
     });
   };
   // halo columns: the distinct columns outside [b, e), sorted (so grouped by owner, as ranges are contiguous);
-  // with the row lengths of both blocks
+  // with each row's halo length
   std::vector<int32_t>& halo = rb.plan.halo_columns;
   std::vector<std::vector<int32_t>> halo_of_part(static_cast<size_t>(parts));
-  rb.local.rows = rb.local.cols = rows;
-  rb.local.row_ptr.resize(static_cast<size_t>(rows) + 1);
+  rb.halo.rows = rows;
   rb.halo.row_ptr.resize(static_cast<size_t>(rows) + 1);
-  rb.local.row_ptr[0] = rb.halo.row_ptr[0] = 0;
+  rb.halo.row_ptr[0] = 0;
   for_parts([&](int32_t first, int32_t last, int64_t part) {
     std::vector<int32_t>& mine = halo_of_part[static_cast<size_t>(part)];
     for (int32_t i = first; i < last; ++i) {
-      int32_t in = 0;
-      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
-        const bool local = a.col_idx[q] >= b && a.col_idx[q] < e;
-        in += local;
-        if (!local) mine.push_back(a.col_idx[q]);
-      }
-      rb.local.row_ptr[static_cast<size_t>(i) + 1] = in;
-      rb.halo.row_ptr[static_cast<size_t>(i) + 1] = a.row_ptr[i + 1] - a.row_ptr[i] - in;
+      int32_t out = 0;
+      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
+        if (a.col_idx[q] < b || a.col_idx[q] >= e) ++out, mine.push_back(a.col_idx[q]);
+      rb.halo.row_ptr[static_cast<size_t>(i) + 1] = out;
     }
   });
   for (const auto& mine : halo_of_part) halo.insert(halo.end(), mine.begin(), mine.end());
   std::sort(halo.begin(), halo.end());
   halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
-  rb.halo.rows = rows, rb.halo.cols = static_cast<int32_t>(halo.size());
-  for (size_t i = 1; i <= static_cast<size_t>(rows); ++i) {
-    rb.local.row_ptr[i] += rb.local.row_ptr[i - 1];
-    rb.halo.row_ptr[i] += rb.halo.row_ptr[i - 1];
-  }
-  rb.local.col_idx.resize(static_cast<size_t>(rb.local.row_ptr.back()));
-  rb.local.values.resize(rb.local.col_idx.size());
+  rb.halo.cols = static_cast<int32_t>(halo.size());
+  for (size_t i = 1; i <= static_cast<size_t>(rows); ++i) rb.halo.row_ptr[i] += rb.halo.row_ptr[i - 1];
   rb.halo.col_idx.resize(static_cast<size_t>(rb.halo.row_ptr.back()));
   rb.halo.values.resize(rb.halo.col_idx.size());
-  for_parts([&](int32_t first, int32_t last, int64_t) {
-    for (int32_t i = first; i < last; ++i) {
-      int32_t l = rb.local.row_ptr[i], h = rb.halo.row_ptr[i];
-      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
-        const int32_t c = a.col_idx[q];
-        if (c >= b && c < e) {
-          rb.local.col_idx[l] = c - b, rb.local.values[l++] = a.values[q];
-        } else {  // the slot order is the column order: a row's halo entries stay sorted
+  if (!halo.empty())
+    for_parts([&](int32_t first, int32_t last, int64_t) {
+      for (int32_t i = first; i < last; ++i) {
+        int32_t h = rb.halo.row_ptr[i];
+        for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
+          const int32_t c = a.col_idx[q];
+          if (c >= b && c < e) continue;
+          // the slot order is the column order: a row's halo entries stay sorted
           rb.halo.col_idx[h] = static_cast<int32_t>(std::lower_bound(halo.begin(), halo.end(), c) - halo.begin());
           rb.halo.values[h++] = a.values[q];
         }
       }
+    });
+  // the local block: the rows without their halo entries, columns shifted to local indices, in place
+  if (halo.empty()) {
+    if (b != 0)
+      for_parts([&](int32_t first, int32_t last, int64_t) {
+        for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) a.col_idx[q] -= b;
+      });
+  } else {  // entries move down only: one pass in row order
+    int32_t w = 0, old_begin = a.row_ptr[0];
+    for (int32_t i = 0; i < rows; ++i) {
+      const int32_t old_end = a.row_ptr[i + 1];
+      a.row_ptr[i] = w;
+      for (int32_t q = old_begin; q < old_end; ++q) {
+        const int32_t c = a.col_idx[q];
+        if (c < b || c >= e) continue;
+        a.col_idx[w] = c - b, a.values[w++] = a.values[q];
+      }
+      old_begin = old_end;
     }
-  });
+    a.row_ptr[static_cast<size_t>(rows)] = w;
+    a.col_idx.resize(static_cast<size_t>(w));
+    a.values.resize(static_cast<size_t>(w));
+  }
+  rb.local = std::move(a);
+  rb.local.rows = rb.local.cols = rows;
   // receives: the runs of halo columns by owner
   for (size_t s = 0; s < halo.size();) {
     const int peer = p.owner(halo[s]);
@@ -153,26 +167,21 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
   return rb;
 }
 
-RankBlocks rank_blocks_from_rows(const CsrMatrix& rows, const RowPartition& p, int rank) {
+RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank) {
   check_partition(p, rows.cols, rank, "rank_blocks_from_rows");
   if (rows.rows != p.end(rank) - p.begin(rank))
     throw Error("rank_blocks_from_rows: " + std::to_string(rows.rows) + " rows given for rank " + std::to_string(rank) +
                 ", which owns " + std::to_string(p.end(rank) - p.begin(rank)));
-  RankBlocks rb = split_rows(rows, p, rank);
-  // structural symmetry: peer q needs x_i exactly when row i has a column that q owns
+  RankBlocks rb = split_rows(std::move(rows), p, rank);
+  // structural symmetry: peer q needs x_i exactly when row i has a column that q owns (read off the halo block)
   std::vector<std::vector<int32_t>> to(static_cast<size_t>(p.ranks()));
-  for (int32_t i = 0; i < rows.rows; ++i) {
+  const CsrMatrix& h = rb.halo;
+  for (int32_t i = 0; i < h.rows; ++i) {
     int last = -1;
-    std::vector<int> peers;
-    for (int32_t k = rows.row_ptr[i]; k < rows.row_ptr[i + 1]; ++k) {
-      const int32_t c = rows.col_idx[k];
-      if (c >= rb.row_begin && c < rb.row_end) continue;
-      const int q = p.owner(c);
-      if (q != last) peers.push_back(q), last = q;
+    for (int32_t k = h.row_ptr[i]; k < h.row_ptr[i + 1]; ++k) {  // sorted columns: owners in increasing order
+      const int q = p.owner(rb.plan.halo_columns[static_cast<size_t>(h.col_idx[k])]);
+      if (q != last) to[static_cast<size_t>(q)].push_back(i), last = q;
     }
-    std::sort(peers.begin(), peers.end());
-    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-    for (int q : peers) to[static_cast<size_t>(q)].push_back(i);
   }
   for (int q = 0; q < p.ranks(); ++q)
     if (!to[static_cast<size_t>(q)].empty()) rb.plan.send.push_back({q, std::move(to[static_cast<size_t>(q)])});

@@ -58,7 +58,8 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank);
 // One rank's blocks and plan from its own rows only (rows.rows = its row count, rows.cols = the whole matrix's;
 // global columns): what a rank that generated its rows builds. The sends assume a structurally symmetric A
 // (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
-RankBlocks rank_blocks_from_rows(const CsrMatrix& rows, const RowPartition& p, int rank);
+// The rows are taken over (their arrays become the local block: no copy of a rank's share).
+RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank);
 
 // Every rank's blocks and consistent plans (each rank's sends are its peers' receives): rank_blocks for each.
 // The tests and the in-process path use them all.

@@ -312,3 +312,36 @@ TEST_F(GpuRanks, NcclOneRankSolves) {
 }
 
 }  // namespace
+
+namespace {
+
+// NCCL's waits end: a stream that makes no progress within SPCG_COMM_TIMEOUT_S (a peer that died or hangs,
+// here a host callback that sleeps) ends the wait with CommunicationError, well before the stream would.
+TEST_F(GpuRanks, NcclWaitTimesOut) {
+  setenv("SPCG_COMM_TIMEOUT_S", "0.3", 1);
+  NcclCommunicator comm(0, 1, NcclCommunicator::unique_id());
+  unsetenv("SPCG_COMM_TIMEOUT_S");
+  // s waits on an event of a second stream, which sleeps in a host callback: s is stalled as a stream behind
+  // a collective whose peer never comes (querying the callback's own stream would wait for the callback)
+  cudaStream_t s, sleeper;
+  cudaEvent_t slept;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&sleeper, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&slept, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(sleeper, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(3000)); }, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(slept, sleeper), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(s, slept, 0), cudaSuccess);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(comm.wait(s), CommunicationError);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaEventDestroy(slept);
+  cudaStreamDestroy(sleeper);
+  cudaStreamDestroy(s);
+  setenv("SPCG_COMM_TIMEOUT_S", "soon", 1);
+  EXPECT_THROW(NcclCommunicator(0, 1, NcclCommunicator::unique_id()), UsageError);
+  unsetenv("SPCG_COMM_TIMEOUT_S");
+}
+
+}  // namespace

@@ -70,6 +70,8 @@ class RankSolver {
   std::string kernel(int k) const;  // the local block's kernel at width k (auto's choice)
   const std::string& kernel_reason() const;
   const std::vector<Phase>& setup_phases() const;
+  // GPU memory in use on this rank's device now (the whole process: context, NCCL's buffers, pool), bytes.
+  int64_t device_memory_in_use() const;
 
   // b and x: this rank's rows (rows() x k). x holds the initial guess on entry and the solution on exit.
   SolveResult solve(const DenseBlock& b, DenseBlock& x);
