@@ -336,7 +336,8 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
   SolverOptions so = c.solver;
   so.backend = Backend::gpu;
   so.expected_columns = k;
-  RankSolver solver(blocks, n, *comm, so);
+  const int64_t rank_nnz = blocks.local.nnz() + blocks.halo.nnz();
+  RankSolver solver(std::move(blocks), n, *comm, so);  // taken over, not copied (a share can be tens of GB)
   for (const Phase& p : solver.setup_phases()) rep.phases.push_back(p);
   DenseBlock x;
   if (b_rows) {
@@ -355,7 +356,7 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
   double setup_ms = 0;
   for (const Phase& p : solver.setup_phases())
     if (p.name == "setup (total)") setup_ms = p.ms;
-  mine[kRows] = solver.rows(), mine[kNonzeros] = double(blocks.local.nnz() + blocks.halo.nnz());
+  mine[kRows] = solver.rows(), mine[kNonzeros] = double(rank_nnz);
   mine[kHaloIn] = double(solver.halo_entries()), mine[kHaloOut] = double(solver.send_entries());
   mine[kProblemMs] = problem_ms, mine[kNcclMs] = nccl_ms, mine[kSetupMs] = setup_ms, mine[kSolveMs] = rep.result.solve_ms;
   mine[kSums] = double(st.sums), mine[kSumMs] = st.sum_ms, mine[kExchanges] = double(st.exchanges);
