@@ -43,21 +43,7 @@ std::vector<double> values_of(int rank, size_t count) {
 }
 
 // Runs body(rank) on one thread per rank; rethrows the first failure.
-void on_ranks(int size, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> failures(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        failures[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const auto& f : failures)
-    if (f) std::rethrow_exception(f);
-}
+void on_ranks(int size, const std::function<void(int)>& body) { spcg::test::rethrow_first(spcg::test::on_threads(size, body)); }
 
 TEST_F(GpuComm, InProcessAllreduceSumsInRankOrder) {
   for (const int size : {1, 2, 3, 5})

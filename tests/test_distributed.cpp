@@ -100,24 +100,7 @@ class GpuRanks : public ::testing::Test {
 // Runs body(rank) on one thread per rank; a rank that throws aborts the group (as the launcher ends the other
 // processes); returns each rank's failure (null: none).
 std::vector<std::exception_ptr> on_ranks(InProcessGroup& group, int size, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> failures(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        failures[static_cast<size_t>(r)] = std::current_exception();
-        group.abort();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  return failures;
-}
-
-void rethrow_any(const std::vector<std::exception_ptr>& failures) {
-  for (const auto& f : failures)
-    if (f) std::rethrow_exception(f);
+  return spcg::test::on_threads(size, body, [&] { group.abort(); });
 }
 
 struct RanksOutcome {
@@ -132,7 +115,7 @@ RanksOutcome solve_on_ranks(const CsrMatrix& a, int size, const SolverOptions& o
   InProcessGroup group(size, 30);
   RanksOutcome out;
   out.x = DenseBlock(a.rows, k, std::nan(""));
-  rethrow_any(on_ranks(group, size, [&](int r) {
+  spcg::test::rethrow_first(on_ranks(group, size, [&](int r) {
     RankSolver solver(rank_blocks(a, p, r), a.rows, group.communicator(r), o);
     DenseBlock x;
     SolveResult res = solver.solve(RhsKind::random, k, seed, x);

@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <exception>
+#include <functional>
+#include <thread>
+#include <vector>
 #include <filesystem>
 #include <string>
 
@@ -27,6 +31,31 @@ inline bool have_matrix_dir() { return std::filesystem::is_directory(matrix_dir(
 inline std::string input(const std::string& name) { return source_dir() + "/inputs/" + name; }
 
 inline bool gpu_available(std::string* why) { return cuda_device_available(why); }
+
+// Ranks as threads (the in-process stand-in for several GPUs): body(rank) on one thread per rank. A rank that
+// throws calls on_failure (a group's abort, so the others' waits end) and keeps its exception; returns each
+// rank's (null: none).
+inline std::vector<std::exception_ptr> on_threads(int size, const std::function<void(int)>& body,
+                                                  const std::function<void()>& on_failure = {}) {
+  std::vector<std::exception_ptr> failures(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        failures[static_cast<size_t>(r)] = std::current_exception();
+        if (on_failure) on_failure();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return failures;
+}
+
+inline void rethrow_first(const std::vector<std::exception_ptr>& failures) {
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
+}
 
 }  // namespace spcg::test
 
