@@ -59,7 +59,10 @@ int run_bench(const std::vector<std::string>& args) {
   if (vm["what"].as<std::string>() == "read")  // the host reader: no device, few runs (each reads the whole file)
     return bench_read(vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{},
                       vm["runs"].defaulted() ? 5 : vm["runs"].as<int>(), read_thread_counts(vm["threads"].as<std::string>()));
-  if (vm.count("files")) throw UsageError("unexpected arguments after '" + vm["what"].as<std::string>() + "'");
+  const std::string what = vm["what"].as<std::string>();
+  if (what != "spmv" && what != "spmm" && what != "cg" && what != "block-cg")
+    throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg, block-cg or read");
+  if (vm.count("files")) throw UsageError("unexpected arguments after '" + what + "'");
   BenchOptions o;
   o.matrices = split(vm["matrices"].as<std::string>());
   o.kernels = split(vm["kernels"].as<std::string>());
@@ -79,12 +82,10 @@ int run_bench(const std::vector<std::string>& args) {
   mtx_files(o.matrix_dir);  // a bad directory is named before the device is asked
   std::string why;
   if (!cuda_device_available(&why)) throw CudaError("benchmarks need a CUDA device: " + why);
-  const std::string what = vm["what"].as<std::string>();
   if (what == "spmv") return bench_spmv_spmm(false, o);
   if (what == "spmm") return bench_spmv_spmm(true, o);
   if (what == "cg") return bench_cg(o);
-  if (what == "block-cg") return bench_block_cg(o);
-  throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg, block-cg or read");
+  return bench_block_cg(o);
 }
 
 }  // namespace spcg

@@ -124,7 +124,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("gpus", po::value<int>()->default_value(1),
        "solve on N GPUs of this machine, one process each (NCCL); cg, multi-cg or block-cg with none or jacobi. "
        "Under mpirun / srun each process is a rank by itself")
-      ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: /tmp, named after the job)")
+      ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: spcg-<uid>/ in $TMPDIR or /tmp, named after the "
+       "job; written owner-only, removed once every rank has read it)")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
   po::variables_map vm;

@@ -3,6 +3,9 @@
 #include <vector>
 
 namespace spcg {
+// The whole command line (without the program's name): dispatches to a subcommand, maps its errors to exit codes
+// (printing one line) and returns the process's exit status.
+int run_cli(std::vector<std::string> args);
 // Each subcommand parses its own options (Boost.Program_options) and returns the process exit code.
 int run_info(const std::vector<std::string>& args);
 int run_solve(const std::vector<std::string>& args);
