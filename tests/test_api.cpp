@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include "device_array.hpp"
 #include "spcg/spcg.hpp"
@@ -105,14 +108,7 @@ TEST(HostSolver, RefusalsAreTypedAndNameTheMatrix) {
   EXPECT_THROW(ok.solve(RhsKind::ones, 0, 1, y), UsageError);
 }
 
-class GpuApi : public ::testing::Test {
- protected:
-  void SetUp() override { SPCG_REQUIRE_GPU(); }
-  void TearDown() override {
-    std::string why;
-    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-};
+class GpuApi : public spcg::test::GpuTest {};
 
 // Host blocks, device-made right-hand sides and caller-owned device arrays give the same solution, bit for bit
 // in deterministic mode with a named kernel (auto's timed trial may pick another kernel in another setup, and
@@ -161,11 +157,550 @@ TEST_F(GpuApi, RefusalsAreTypedOnTheDeviceToo) {
   u.values[1] = -2.0;  // a_12 != a_21
   EXPECT_THROW(Solver(u, o), InputError);
   o.check_matrix = false;  // --force: the solve runs and reports what happened
-  Solver forced(u, o);
-  DenseBlock x;
-  EXPECT_NO_THROW(forced.solve(RhsKind::ones, 1, 1, x));
+  {
+    // Not symmetric but nearly SPD: the run may converge or stop, but whatever it reports must be true of x.
+    Solver forced(u, o);
+    DenseBlock x;
+    const SolveResult r = forced.solve(RhsKind::ones, 1, 1, x);
+    ASSERT_EQ(r.columns.size(), 1u);
+    EXPECT_NE(r.columns[0].status, ColumnStatus::running);
+    if (r.columns[0].status == ColumnStatus::converged)
+      EXPECT_LE(relative_residuals(u, x, DenseBlock(u.rows, 1, 1.0))[0], 20 * o.iteration.stop.rtol)
+          << "reported converged, but the residual recomputed from x says otherwise";
+  }
+  // Negative definite (-A, A SPD), forced past the diagonal check: p'Ap < 0 for every p, so CG must stop at its
+  // first step with a breakdown, never report converged, and leave x at its initial guess (no step was taken).
+  CsrMatrix negative = poisson2d_5pt(6);
+  for (double& v : negative.values) v = -v;
+  for (const SolverKind kind : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg})
+    for (const Switch persistent : {Switch::automatic, Switch::off}) {
+      const std::string what = std::string(name_of(kind)) + " persistent " + name_of(persistent);
+      o.solver = kind, o.expected_columns = 2, o.iteration.persistent = persistent;
+      Solver forced(negative, o);
+      DenseBlock x(negative.rows, 2, 0.0);
+      const DenseBlock b = random_block(negative.rows, 2, 3);
+      const SolveResult r = forced.solve(b, x);
+      ASSERT_EQ(r.columns.size(), 2u) << what;
+      EXPECT_FALSE(r.all_converged()) << what;
+      for (const ColumnResult& c : r.columns) {
+        EXPECT_EQ(c.status, ColumnStatus::breakdown) << what << ": " << to_string(c.status);
+        EXPECT_EQ(c.iterations, 0) << what;
+      }
+      for (double v : x.data) ASSERT_EQ(v, 0.0) << what << ": x moved on a breakdown";
+      // the reported true residual is ||b|| (x = 0), recomputed on the host
+      const std::vector<double> rel = relative_residuals(negative, x, b);
+      for (int j = 0; j < 2; ++j) EXPECT_NEAR(r.columns[j].true_residual / r.columns[j].b_norm, rel[j], 1e-12) << what;
+    }
+  o.solver = SolverKind::cg, o.iteration.persistent = Switch::automatic;
   o.kernel = "no-such-kernel";
   EXPECT_THROW(Solver(poisson2d_5pt(6), o), UsageError);
+}
+
+
+// ---- host checks (no GPU needed) ----
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+TEST(Options, NamesOfEveryStatusAndOfValuesOutsideTheLists) {
+  const std::vector<std::pair<ColumnStatus, std::string>> statuses = {
+      {ColumnStatus::running, "running"},         {ColumnStatus::converged, "converged"},
+      {ColumnStatus::deflated, "deflated"},       {ColumnStatus::max_iterations, "max-iterations"},
+      {ColumnStatus::breakdown, "breakdown"},     {ColumnStatus::non_finite, "non-finite"},
+      {ColumnStatus::precond_not_positive, "preconditioner-not-positive"}};
+  for (const auto& [s, name] : statuses) EXPECT_EQ(to_string(s), name);
+  EXPECT_STREQ(to_string(static_cast<ColumnStatus>(99)), "?");
+  EXPECT_STREQ(name_of(static_cast<SolverKind>(99)), "?");
+  EXPECT_STREQ(name_of(static_cast<Preconditioner>(-1)), "?");
+  EXPECT_EQ(option_names<AmgProlongator>(), "smoothed or plain");
+  EXPECT_EQ(option_names<Backend>(), "auto, gpu or host");
+}
+
+TEST(Options, AllConvergedCountsConvergedAndDeflatedOnly) {
+  SolveResult r;
+  EXPECT_TRUE(r.all_converged()) << "no columns: nothing failed";
+  r.columns.resize(2);
+  r.columns[0].status = ColumnStatus::converged;
+  r.columns[1].status = ColumnStatus::deflated;
+  EXPECT_TRUE(r.all_converged());
+  for (const ColumnStatus s : {ColumnStatus::running, ColumnStatus::max_iterations, ColumnStatus::breakdown,
+                               ColumnStatus::non_finite, ColumnStatus::precond_not_positive}) {
+    r.columns[1].status = s;
+    EXPECT_FALSE(r.all_converged()) << to_string(s);
+  }
+}
+
+// The refusals and which of them check_matrix = false (--force) may override: a non-symmetric matrix and a
+// non-positive diagonal are overridable; a non-square matrix and NaN/Inf entries never pass. Both backends
+// run the same checks (the GPU's on the device statistics) when a GPU is there.
+std::vector<Backend> backends_here() {
+  std::vector<Backend> b = {Backend::host};
+  std::string why;
+  if (spcg::test::gpu_available(&why)) b.push_back(Backend::gpu);
+  return b;
+}
+
+TEST(Refusals, OverridableOnlyForAsymmetryAndTheDiagonal) {
+  CsrMatrix rect;  // 2 x 3
+  rect.rows = 2, rect.cols = 3, rect.row_ptr = {0, 2, 3}, rect.col_idx = {0, 2, 1}, rect.values = {4, 1, 4};
+  CsrMatrix nan_entry = poisson2d_5pt(4);
+  nan_entry.values[5] = std::numeric_limits<double>::quiet_NaN();
+  CsrMatrix unsymmetric = poisson2d_5pt(4);
+  unsymmetric.values[1] = -2.0;  // a_12 = -2, a_21 = -1
+  CsrMatrix negative_diagonal = poisson2d_5pt(4);
+  for (int32_t p = negative_diagonal.row_ptr[2]; p < negative_diagonal.row_ptr[3]; ++p)
+    if (negative_diagonal.col_idx[p] == 2) negative_diagonal.values[p] = -3.0;  // row 3
+  struct Case {
+    std::string name;
+    const CsrMatrix* a;
+    bool overridable;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"rectangular", &rect, false, "matrix is 2 x 3, CG needs a square matrix"},
+      {"nan", &nan_entry, false, "matrix has 1 NaN or Inf entries"},
+      {"unsymmetric", &unsymmetric, true, "matrix is not symmetric"},
+      {"negative diagonal", &negative_diagonal, true, "row 3 has diagonal -3 (1 such rows)"}};
+  for (const Backend backend : backends_here())
+    for (const Case& c : cases) {
+      const std::string what = c.name + " on " + name_of(backend);
+      SolverOptions o;
+      o.backend = backend;
+      o.matrix_name = "m-" + c.name;
+      try {
+        Solver s(*c.a, o);
+        ADD_FAILURE() << what << ": accepted";
+      } catch (const MatrixRefusedError& e) {
+        EXPECT_EQ(e.overridable(), c.overridable) << what;
+        EXPECT_EQ(e.file(), o.matrix_name) << what;
+        EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << what << ": " << e.what();
+      }
+      o.check_matrix = false;  // --force
+      if (c.overridable) {
+        Solver s(*c.a, o);
+        EXPECT_EQ(s.backend(), backend) << what;
+        EXPECT_FALSE(s.stats().numerically_symmetric && s.stats().diagonal_positive) << what;
+      } else {
+        EXPECT_THROW(Solver(*c.a, o), MatrixRefusedError) << what << ": --force let it through";
+      }
+    }
+}
+
+// Host backend: its options and errors, each thrown before any device is touched.
+TEST(HostSolver, OptionsAndShapesAreChecked) {
+  const CsrMatrix a = poisson2d_5pt(5);
+  SolverOptions o;
+  o.backend = Backend::host;
+  for (const Preconditioner p : {Preconditioner::block_jacobi, Preconditioner::chebyshev, Preconditioner::amg}) {
+    o.precond = p;
+    try {
+      Solver s(a, o);
+      ADD_FAILURE() << name_of(p) << " accepted on the host";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("offers --precond none or jacobi, not ") + name_of(p)),
+                std::string::npos) << e.what();
+    }
+  }
+  // Jacobi on a zero diagonal, the checks overridden: the Jacobi check still refuses, naming the matrix
+  CsrMatrix zero_diagonal = a;
+  for (int32_t p = zero_diagonal.row_ptr[3]; p < zero_diagonal.row_ptr[4]; ++p)
+    if (zero_diagonal.col_idx[p] == 3) zero_diagonal.values[p] = 0.0;
+  o.precond = Preconditioner::jacobi, o.check_matrix = false, o.matrix_name = "zero-diag";
+  try {
+    Solver s(zero_diagonal, o);
+    ADD_FAILURE() << "Jacobi accepted a zero diagonal";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "zero-diag");
+    EXPECT_NE(std::string(e.what()).find("row 4 has diagonal 0 (zero or missing)"), std::string::npos) << e.what();
+  }
+  o = SolverOptions{};
+  o.backend = Backend::host;
+  Solver s(a, o);
+  DenseBlock x0(a.rows, 2, 0.0), wrong(a.rows + 1, 2, 0.0), x;
+  try {
+    s.solve(RhsKind::ones, 2, 1, x, &wrong);
+    ADD_FAILURE() << "a wrong initial guess accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the initial guess is 26 x 2, expected 25 x 2"), std::string::npos) << e.what();
+  }
+  DenseBlock b(a.rows, 2, 1.0), x_short(a.rows, 1, 0.0);
+  try {
+    s.solve(b, x_short);
+    ADD_FAILURE() << "X of the wrong width accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("X is 25 x 1, expected 25 x 2"), std::string::npos) << e.what();
+  }
+  // blocks or a matrix on the device need the GPU backend
+  std::vector<double> storage(static_cast<size_t>(a.rows) * 2, 0.0);
+  EXPECT_THROW(s.solve(DeviceBlockRef{a.rows, 2, storage.data()}, DeviceBlockRef{a.rows, 2, storage.data()}), UsageError);
+  const DeviceCsrRef device_ref{a.rows, a.cols, a.nnz(), nullptr, nullptr, nullptr};
+  try {
+    Solver d(device_ref, o);
+    ADD_FAILURE() << "a device matrix accepted on the host backend";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs the GPU backend"), std::string::npos) << e.what();
+  }
+  // Backend::gpu where no GPU is usable is a CudaError saying why; where one is, it is the GPU
+  std::string why;
+  SolverOptions g;
+  g.backend = Backend::gpu;
+  if (!spcg::test::gpu_available(&why)) {
+    try {
+      Solver d(a, g);
+      ADD_FAILURE() << "the GPU backend without a GPU";
+    } catch (const CudaError& e) {
+      EXPECT_NE(std::string(e.what()).find("GPU backend: " + why), std::string::npos) << e.what();
+    }
+    SolverOptions automatic;
+    EXPECT_THROW(Solver(device_ref, automatic), CudaError);
+    EXPECT_EQ(Solver(a, automatic).backend(), Backend::host) << "auto falls back to the host without a GPU";
+  } else {
+    EXPECT_EQ(Solver(a, g).backend(), Backend::gpu);
+  }
+}
+
+// What a host solver reports about itself: no kernel reason and no preconditioner object (Eigen's Jacobi is
+// internal), the statistics equal to the host's, the matrix as given, its phases and options.
+TEST(HostSolver, ReportsItsSetup) {
+  const CsrMatrix a = poisson2d_5pt(7);
+  SolverOptions o;
+  o.backend = Backend::host;
+  o.iteration.stop.rtol = 1e-9;
+  o.matrix_name = "p7";
+  Solver s(a, o);
+  EXPECT_EQ(s.rows(), a.rows);
+  EXPECT_EQ(s.kernel(1), "eigen");
+  EXPECT_EQ(s.kernel(8), "eigen");
+  EXPECT_TRUE(s.kernel_reason().empty());
+  EXPECT_EQ(s.preconditioner(), nullptr) << "none: no preconditioner";
+  EXPECT_EQ(s.options().matrix_name, "p7");
+  EXPECT_EQ(s.options().iteration.stop.rtol, 1e-9);
+  ASSERT_EQ(s.setup_phases().size(), 1u);
+  EXPECT_EQ(s.setup_phases()[0].name, "statistics");
+  const MatrixStats st = compute_stats(a);
+  EXPECT_EQ(s.stats().nnz, st.nnz);
+  EXPECT_EQ(s.stats().bandwidth, st.bandwidth);
+  EXPECT_EQ(s.matrix().col_idx, a.col_idx);
+  EXPECT_EQ(s.matrix().values, a.values);
+  EXPECT_GT(persistent_cg_max_rows(), 0);
+  { ScopedRange range("test-range"); }  // an NVTX range (no-op without NVTX): construct and destroy
+}
+
+// An exact initial guess is taken as such (0 iterations); a zero right-hand side converges at once to x = 0.
+TEST(HostSolver, InitialGuessAndZeroRightHandSide) {
+  const CsrMatrix a = poisson2d_5pt(12);
+  SolverOptions o;
+  o.backend = Backend::host;
+  o.iteration.stop.rtol = 1e-6;
+  Solver s(a, o);
+  const DenseBlock b = random_block(a.rows, 2, 4);
+  DenseBlock exact(a.rows, 2, 0.0);
+  {
+    SolverOptions tight = o;
+    tight.iteration.stop.rtol = 1e-13;
+    Solver t(a, tight);
+    const SolveResult r = t.solve(b, exact);
+    ASSERT_TRUE(r.all_converged());
+  }
+  DenseBlock x = exact;
+  const SolveResult r = s.solve(b, x);
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_EQ(r.columns[j].status, ColumnStatus::converged);
+    EXPECT_EQ(r.columns[j].iterations, 0) << "the guess already meets rtol";
+  }
+  DenseBlock y(a.rows, 2, std::nan(""));  // output only: poisoned
+  const SolveResult ry = s.solve(RhsKind::random, 2, 4, y, &exact);  // the same b, made by the solver
+  for (int j = 0; j < 2; ++j) EXPECT_EQ(ry.columns[j].iterations, 0);
+  EXPECT_LE(relative_residuals(a, y, b)[1], 1e-6);
+  DenseBlock zero_b(a.rows, 1, 0.0), zero_x(a.rows, 1, 0.0);
+  const SolveResult rz = s.solve(zero_b, zero_x);
+  EXPECT_EQ(rz.columns[0].status, ColumnStatus::converged);
+  EXPECT_EQ(rz.columns[0].iterations, 0);
+  EXPECT_EQ(rz.columns[0].b_norm, 0.0);
+  for (double v : zero_x.data) EXPECT_EQ(v, 0.0);
+}
+
+// atol on the host: Eigen's CG stops at rtol or the iteration limit; the verdict is the Monitor's rule
+// ||r|| <= max(rtol ||b||, atol). An unreachable rtol with an atol above the residual after the limit is
+// converged; with an atol below it, max-iterations. The residual recomputed from x meets atol.
+TEST(HostSolver, AtolDecidesTheVerdict) {
+  const CsrMatrix a = poisson2d_5pt(20);
+  const DenseBlock b = random_block(a.rows, 1, 12);
+  SolverOptions o;
+  o.backend = Backend::host;
+  o.iteration.stop = {1e-30, 0, 25};
+  DenseBlock x(a.rows, 1, 0.0);
+  const SolveResult limited = Solver(a, o).solve(b, x);
+  ASSERT_EQ(limited.columns[0].status, ColumnStatus::max_iterations);
+  const double reached = limited.columns[0].recursive_residual;
+  ASSERT_GT(reached, 0.0);
+  for (const double factor : {2.0, 0.5}) {
+    o.iteration.stop.atol = factor * reached;
+    DenseBlock y(a.rows, 1, 0.0);
+    const SolveResult r = Solver(a, o).solve(b, y);
+    const double true_norm = relative_residuals(a, y, b)[0] * r.columns[0].b_norm;
+    if (factor > 1) {
+      EXPECT_EQ(r.columns[0].status, ColumnStatus::converged) << "atol " << o.iteration.stop.atol;
+      EXPECT_LE(r.columns[0].recursive_residual, o.iteration.stop.atol);
+      EXPECT_LE(true_norm, 1.01 * o.iteration.stop.atol + 64 * kEps * a.rows * r.columns[0].b_norm);
+    } else {
+      EXPECT_EQ(r.columns[0].status, ColumnStatus::max_iterations) << "atol " << o.iteration.stop.atol;
+    }
+    EXPECT_NEAR(r.columns[0].true_residual, true_norm, 1e-10 * true_norm);
+  }
+}
+
+// A Solver moved into another (construction and assignment) keeps its setup and solves; the moved-from one
+// is destroyed cleanly.
+void expect_moves_keep_the_setup(Backend backend) {
+  const CsrMatrix a = poisson2d_5pt(15);
+  SolverOptions o;
+  o.backend = backend;
+  o.precond = Preconditioner::jacobi;
+  o.iteration.stop.rtol = 1e-10;
+  o.matrix_name = "moved";
+  std::vector<Solver> solvers;
+  solvers.emplace_back(a, o);
+  Solver moved(std::move(solvers.back()));
+  solvers.pop_back();  // the moved-from solver is destroyed here
+  EXPECT_EQ(moved.rows(), a.rows);
+  EXPECT_EQ(moved.backend(), backend);
+  EXPECT_EQ(moved.options().matrix_name, "moved");
+  const DenseBlock b = random_block(a.rows, 2, 21);
+  DenseBlock x(a.rows, 2, 0.0);
+  expect_solves(a, b, x, moved.solve(b, x), 1e-10, std::string("move-constructed, ") + name_of(backend));
+  SolverOptions other = o;
+  other.precond = Preconditioner::none;
+  Solver assigned(poisson2d_5pt(3), other);  // a setup of its own, released by the assignment
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.rows(), a.rows);
+  EXPECT_EQ(assigned.options().precond, Preconditioner::jacobi);
+  for (uint64_t seed : {22, 23}) {
+    DenseBlock y(a.rows, 2, std::nan(""));  // output only: poisoned
+    const SolveResult r = assigned.solve(RhsKind::random, 2, seed, y);
+    expect_solves(a, random_block(a.rows, 2, seed), y, r, 1e-10,
+                  std::string("move-assigned, ") + name_of(backend) + " seed " + std::to_string(seed));
+  }
+}
+
+TEST(HostSolver, MovedSolverKeepsItsSetup) { expect_moves_keep_the_setup(Backend::host); }
+TEST_F(GpuApi, MovedSolverKeepsItsSetup) { expect_moves_keep_the_setup(Backend::gpu); }
+
+// ---- GPU ----
+
+// preconditioner() is null without one and otherwise says what was built (auto: why); kernel_reason() is
+// auto's reason (empty for a named kernel) and kernel(k) names auto's choice.
+TEST_F(GpuApi, PreconditionerAndKernelReports) {
+  const CsrMatrix a = poisson2d_5pt(30);
+  for (const Preconditioner p : {Preconditioner::none, Preconditioner::jacobi, Preconditioner::block_jacobi,
+                                 Preconditioner::chebyshev, Preconditioner::amg, Preconditioner::automatic}) {
+    const std::string what = name_of(p);
+    SolverOptions o;
+    o.precond = p;
+    o.precond_options.coarse_rows = 50;
+    o.precond_options.block_size = 2;
+    Solver s(a, o);
+    const PreconditionerReport* r = s.preconditioner();
+    if (p == Preconditioner::none) {
+      EXPECT_EQ(r, nullptr) << what;
+    } else {
+      ASSERT_NE(r, nullptr) << what;
+      EXPECT_GE(r->setup_ms, 0.0) << what;
+      if (p == Preconditioner::automatic) {
+        // 900 rows: below AMG's size, constant diagonal: none, with the reason
+        EXPECT_EQ(r->kind, Preconditioner::none) << r->reason;
+        EXPECT_NE(r->reason.find("rows < 100000"), std::string::npos) << r->reason;
+        EXPECT_NE(r->reason.find("constant diagonal"), std::string::npos) << r->reason;
+      } else {
+        EXPECT_EQ(r->kind, p) << what;
+        EXPECT_TRUE(r->reason.empty()) << what << ": " << r->reason;
+        EXPECT_FALSE(r->phases.empty()) << what;
+      }
+      if (p == Preconditioner::block_jacobi) {
+        EXPECT_EQ(r->block_size, 2);
+        EXPECT_NE(r->detail.find("blocks 2 x 2"), std::string::npos) << r->detail;
+      }
+      if (p == Preconditioner::chebyshev) {
+        EXPECT_NE(r->detail.find("degree 3 on ["), std::string::npos) << r->detail;
+        EXPECT_GT(r->lambda_max, r->lambda_min);
+        EXPECT_GT(r->lambda_min, 0.0);
+      }
+      if (p == Preconditioner::amg) {
+        ASSERT_GE(r->levels.size(), 2u) << r->detail;
+        EXPECT_EQ(r->levels[0].rows, a.rows);
+        EXPECT_EQ(r->levels[0].nnz, a.nnz());
+        EXPECT_LE(r->levels.back().rows, 50);
+        EXPECT_EQ(r->levels.back().kernel, "dense inverse");
+        EXPECT_NE(r->detail.find(std::to_string(r->levels.size()) + " levels"), std::string::npos) << r->detail;
+        EXPECT_GT(r->operator_complexity, 1.0);
+        EXPECT_GT(r->grid_complexity, 1.0);
+      }
+    }
+    EXPECT_FALSE(s.kernel_reason().empty()) << what << ": auto gives its reason";
+    EXPECT_EQ(s.kernel(1).rfind("auto -> ", 0), 0u) << s.kernel(1);
+    DenseBlock x;
+    const SolveResult res = s.solve(RhsKind::random, 1, 5, x);
+    expect_solves(a, random_block(a.rows, 1, 5), x, res, o.iteration.stop.rtol, what);
+  }
+  SolverOptions named;
+  named.kernel = "csr-vector";
+  Solver s(a, named);
+  EXPECT_TRUE(s.kernel_reason().empty()) << s.kernel_reason();
+  EXPECT_EQ(s.kernel(1), "csr-vector");
+  EXPECT_EQ(s.kernel(4), "csr-vector");
+}
+
+// atol end to end: each column stops at its first residual at or below max(rtol ||b_j||, atol) (the history
+// before it is above, the last entry at or below), the residual recomputed from x on the host meets it, and a
+// column where atol binds takes fewer iterations than with atol = 0. Column 0 is large (rtol binds), column 1
+// small (atol binds), column 2 zero (converged at once, x stays 0).
+TEST_F(GpuApi, AtolStopsEachColumnAtItsTolerance) {
+  const CsrMatrix a = poisson2d_5pt(32);
+  DenseBlock b = random_block(a.rows, 3, 17);
+  for (int32_t i = 0; i < a.rows; ++i) b.at(i, 0) *= 1000.0, b.at(i, 2) = 0.0;
+  std::vector<double> b_norm(3, 0.0);
+  for (int j = 0; j < 3; ++j) {
+    long double s = 0;
+    for (int32_t i = 0; i < a.rows; ++i) s += static_cast<long double>(b.at(i, j)) * b.at(i, j);
+    b_norm[j] = static_cast<double>(std::sqrt(s));
+  }
+  const double rtol = 1e-6, atol = 1e-3;
+  ASSERT_GT(rtol * b_norm[0], atol);
+  ASSERT_LT(rtol * b_norm[1], atol / 10);
+  struct Path {
+    std::string name;
+    SolverKind solver;
+    VectorOps ops;
+    Switch persistent;
+  };
+  for (const Path& path : {Path{"cg fused", SolverKind::cg, VectorOps::fused, Switch::off},
+                           Path{"cg persistent", SolverKind::cg, VectorOps::fused, Switch::on},
+                           Path{"cg thrust", SolverKind::cg, VectorOps::thrust, Switch::off},
+                           Path{"multi-cg", SolverKind::multi_cg, VectorOps::fused, Switch::off},
+                           Path{"block-cg", SolverKind::block_cg, VectorOps::fused, Switch::off}}) {
+    SolverOptions o;
+    o.solver = path.solver, o.expected_columns = 3;
+    o.iteration.vector_ops = path.ops, o.iteration.persistent = path.persistent;
+    o.iteration.keep_history = true;
+    o.iteration.stop = {rtol, atol, 5000};
+    Solver with_atol(a, o);
+    DenseBlock x(a.rows, 3, 0.0);  // the initial guess
+    const SolveResult r = with_atol.solve(b, x);
+    if (path.persistent == Switch::on) EXPECT_TRUE(r.used_persistent) << path.name;
+    o.iteration.stop.atol = 0;
+    DenseBlock x_rtol(a.rows, 3, 0.0);
+    const SolveResult r_rtol = Solver(a, o).solve(b, x_rtol);
+    ASSERT_EQ(r.columns.size(), 3u) << path.name;
+    ASSERT_EQ(r.history.size(), 3u) << path.name;
+    const std::vector<double> rel = relative_residuals(a, x, b);
+    for (int j = 0; j < 3; ++j) {
+      const std::string what = path.name + " column " + std::to_string(j);
+      const double tol = std::max(rtol * b_norm[j], atol);
+      const ColumnResult& c = r.columns[j];
+      EXPECT_TRUE(c.status == ColumnStatus::converged || (path.solver == SolverKind::block_cg && c.status == ColumnStatus::deflated))
+          << what << ": " << to_string(c.status);
+      EXPECT_NEAR(c.b_norm, b_norm[j], 1e-12 * b_norm[j]) << what;
+      // (the solvers compare ||r||^2 with tol^2 and ||b_j|| is summed on the device: a relative 1e-12 either way)
+      const double above = tol * (1 - 1e-12), below = tol * (1 + 1e-12);
+      EXPECT_LE(c.recursive_residual, below) << what;
+      // the stop: the last recorded residual is the first at or below the tolerance
+      const auto& h = r.history[j];
+      ASSERT_FALSE(h.empty()) << what;
+      EXPECT_EQ(h.back().first, c.iterations) << what;
+      EXPECT_LE(h.back().second, below) << what;
+      for (size_t e = 0; e + 1 < h.size(); ++e) EXPECT_GT(h[e].second, above) << what << ": went on past iteration " << h[e].first;
+      // the true residual, recomputed from x on the host
+      const double true_norm = rel[j] * b_norm[j];
+      double x_norm = 0;
+      for (int32_t i = 0; i < a.rows; ++i) x_norm = std::max(x_norm, std::abs(x.at(i, j)));
+      EXPECT_LE(true_norm, 1.01 * tol + 64 * kEps * a.rows * (8 * x_norm + b_norm[j])) << what;
+      if (j == 2) {
+        EXPECT_EQ(c.iterations, 0) << what;
+        for (int32_t i = 0; i < a.rows; ++i) ASSERT_EQ(x.at(i, 2), 0.0) << what;
+      }
+    }
+    EXPECT_LT(r.columns[1].iterations, r_rtol.columns[1].iterations) << path.name << ": atol did not stop column 1 sooner";
+    EXPECT_LE(r_rtol.columns[1].recursive_residual, rtol * b_norm[1] * (1 + 1e-12)) << path.name;
+  }
+}
+
+// Errors of the GPU setup and solve, each a typed exception with what went wrong.
+TEST_F(GpuApi, SetupAndSolveErrorsAreTyped) {
+  const CsrMatrix a = poisson2d_5pt(10);
+  SolverOptions o;
+  o.kernel = "csr-sym", o.iteration.deterministic = true;  // atomics: not deterministic
+  try {
+    Solver s(a, o);
+    ADD_FAILURE() << "a deterministic solve accepted an atomic kernel";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel 'csr-sym' is not deterministic"), std::string::npos) << e.what();
+  }
+  o = SolverOptions{};
+  o.expected_columns = 2000000000;  // 6 x 100 rows x 2e9 columns x 8 bytes: far beyond any device
+  try {
+    Solver s(a, o);
+    ADD_FAILURE() << "a setup for 2e9 columns fitted";
+  } catch (const DeviceMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("not enough GPU memory: this solve needs about"), std::string::npos) << e.what();
+  }
+  o = SolverOptions{};
+  o.solver = SolverKind::multi_cg, o.iteration.vector_ops = VectorOps::thrust;
+  Solver thrust_multi(a, o);
+  DenseBlock x;
+  EXPECT_THROW(thrust_multi.solve(RhsKind::ones, 2, 0, x), UsageError);
+  o = SolverOptions{};
+  o.iteration.persistent = Switch::on, o.kernel = "csr-vector";  // a named kernel keeps no persistent layout
+  Solver named(a, o);
+  try {
+    named.solve(RhsKind::ones, 1, 0, x);
+    ADD_FAILURE() << "persistent on with a named kernel";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the persistent CG was asked for"), std::string::npos) << e.what();
+  }
+  // device inputs: shapes and pointers
+  o = SolverOptions{};
+  Solver s(a, o);
+  DeviceArray<double> db(std::vector<double>(static_cast<size_t>(a.rows), 1.0));
+  EXPECT_THROW(s.solve(DeviceBlockRef{a.rows - 1, 1, db.data()}, DeviceBlockRef{a.rows - 1, 1, db.data()}), UsageError);
+  try {
+    s.solve(DeviceBlockRef{a.rows, 1, db.data()}, DeviceBlockRef{a.rows, 1, nullptr});
+    ADD_FAILURE() << "a null X accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("DeviceBlockRef: missing data"), std::string::npos) << e.what();
+  }
+  try {
+    Solver d(DeviceCsrRef{a.rows, a.cols, a.nnz(), nullptr, nullptr, nullptr}, o);
+    ADD_FAILURE() << "a device matrix without arrays accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("DeviceCsrRef: negative sizes or missing arrays"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Solver(DeviceCsrRef{-1, 3, 0, nullptr, nullptr, nullptr}, o), UsageError);
+}
+
+// Timing, progress and profiling options on the GPU: the per-kernel table counts every SpMV the iteration
+// ran, progress lines reach the callback (the library prints nothing), profiling brackets change nothing.
+TEST_F(GpuApi, TimingProgressAndProfilingOptions) {
+  const CsrMatrix a = poisson2d_5pt(40);
+  const DenseBlock b = random_block(a.rows, 1, 8);
+  SolverOptions o;
+  o.timing = KernelTiming::kernels, o.iteration.persistent = Switch::off, o.profile_solves = true;
+  o.iteration.monitor_every = 10;
+  std::vector<std::string> lines;
+  o.iteration.progress = [&](const std::string& l) { lines.push_back(l); };
+  Solver s(a, o);
+  DenseBlock x(a.rows, 1, 0.0);
+  ::testing::internal::CaptureStdout();
+  const SolveResult r = s.solve(b, x);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+  expect_solves(a, b, x, r, o.iteration.stop.rtol, "timed");
+  EXPECT_FALSE(r.used_graph) << "per-kernel timing runs without a graph (auto)";
+  int64_t spmv_calls = 0;
+  for (const KernelStat& k : r.kernels)
+    if (k.name == "spmv") spmv_calls += k.calls;
+  EXPECT_GE(spmv_calls, r.columns[0].iterations);
+  EXPECT_EQ(spmv_calls + 1, r.operator_applies) << "every SpMV of the iteration (and the first residual) in the table";
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.front().find("iter      0"), std::string::npos) << lines.front();
+  EXPECT_GE(lines.size(), static_cast<size_t>(r.columns[0].iterations / 10)) << "a line per 10 iterations";
 }
 
 }  // namespace

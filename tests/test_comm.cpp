@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <exception>
 #include <functional>
 #include <random>
@@ -19,20 +21,14 @@
 #include "generators.hpp"
 #include "matrix_market.hpp"
 #include "partition.hpp"
+#include "spcg/distributed.hpp"
 #include "test_util.hpp"
 
 using namespace spcg;
 
 namespace {
 
-class GpuComm : public ::testing::Test {
- protected:
-  void SetUp() override { SPCG_REQUIRE_GPU(); }
-  void TearDown() override {
-    std::string why;
-    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-};
+class GpuComm : public spcg::test::GpuTest {};
 
 std::vector<double> values_of(int rank, size_t count) {
   std::mt19937_64 g(1000 + rank);
@@ -175,6 +171,95 @@ TEST_F(GpuComm, NcclOneRankSumsAndSends) {
   CHECK_CUDA(cudaStreamSynchronize(0));
   EXPECT_EQ(received.download(), h);
   EXPECT_THROW(NcclCommunicator(1, 1, NcclCommunicator::unique_id()), UsageError);
+}
+
+
+// spcg::sum_over_ranks (the public gather of per-rank figures): on 1, 2 and 3 ranks of the in-process group,
+// every rank gets the host's sum in rank order, bit for bit (NaN-free values of every magnitude, so the order
+// shows in the last bits); the counters say one sum of that many bytes, and with timing on the same.
+TEST_F(GpuComm, SumOverRanksEqualsTheHostSumInRankOrder) {
+  for (const int size : {1, 2, 3})
+    for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}})
+      for (const bool timed : {false, true}) {
+        const std::string what = std::to_string(size) + " ranks, " + std::to_string(count) + " values" + (timed ? ", timed" : "");
+        auto scaled = [](int r, size_t n) {  // magnitudes over 20 decades: a sum out of rank order rounds differently
+          std::vector<double> v = values_of(r, n);
+          for (size_t i = 0; i < n; ++i) v[i] *= std::pow(10.0, static_cast<double>((i + 3 * r) % 21) - 10);
+          return v;
+        };
+        InProcessGroup group(size);
+        std::vector<std::vector<double>> results(static_cast<size_t>(size));
+        std::vector<CommunicationStats> stats(static_cast<size_t>(size));
+        on_ranks(size, [&](int r) {
+          Communicator& comm = group.communicator(r);
+          comm.set_timing(timed);
+          std::vector<double> v = scaled(r, count);
+          sum_over_ranks(comm, v);
+          results[static_cast<size_t>(r)] = v;
+          stats[static_cast<size_t>(r)] = communication_stats(comm);
+        });
+        std::vector<double> expected = scaled(0, count);
+        for (int r = 1; r < size; ++r) {
+          const std::vector<double> v = scaled(r, count);
+          for (size_t i = 0; i < count; ++i) expected[i] += v[i];
+        }
+        for (int r = 0; r < size; ++r) {
+          const std::vector<double>& got = results[static_cast<size_t>(r)];
+          ASSERT_EQ(got.size(), count) << what;
+          EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), count * sizeof(double)))
+              << what << ": rank " << r << " differs from the host's rank-order sum";
+          EXPECT_EQ(stats[static_cast<size_t>(r)].sums, 1) << what;
+          EXPECT_EQ(stats[static_cast<size_t>(r)].sum_bytes, static_cast<int64_t>(count * sizeof(double))) << what;
+          EXPECT_EQ(stats[static_cast<size_t>(r)].exchanges, 0) << what;
+        }
+      }
+}
+
+// The in-process group's own checks and the counters, which need no device: a group of no ranks, a rank
+// outside the group, each member's rank and size, nothing counted before any call.
+TEST(InProcessGroupHost, SizesRanksAndCounters) {
+  EXPECT_THROW(InProcessGroup(0), UsageError);
+  EXPECT_THROW(InProcessGroup(-2), UsageError);
+  InProcessGroup group(3);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(group.communicator(r).rank(), r);
+    EXPECT_EQ(group.communicator(r).size(), 3);
+    group.communicator(r).set_timing(true);  // nothing timed yet: stats() waits for no event
+    const CommunicationStats st = communication_stats(group.communicator(r));
+    EXPECT_EQ(st.sums, 0);
+    EXPECT_EQ(st.exchanges, 0);
+    EXPECT_EQ(st.sum_bytes, 0);
+    EXPECT_EQ(st.sum_ms, 0.0);
+  }
+  EXPECT_THROW(group.communicator(3), std::out_of_range);
+  EXPECT_THROW(group.communicator(-1), std::out_of_range);
+  group.abort();  // no rank waits: nothing to end
+}
+
+// NCCL's communicator refuses a rank outside [0, size) and a bad SPCG_COMM_TIMEOUT_S before it touches NCCL.
+TEST(NcclCommunicatorHost, RefusesBadRanksAndTimeouts) {
+  const ncclUniqueId id{};
+  for (const auto& [rank, size] : std::vector<std::pair<int, int>>{{1, 1}, {-1, 2}, {0, 0}, {3, 2}}) {
+    try {
+      NcclCommunicator c(rank, size, id);
+      ADD_FAILURE() << "rank " << rank << " of " << size << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), "NCCL communicator: rank " + std::to_string(rank) + " of " + std::to_string(size));
+    }
+  }
+  const char* before = std::getenv("SPCG_COMM_TIMEOUT_S");
+  const std::string saved = before ? before : "";
+  for (const char* bad : {"abc", "0", "-5", "3x", ""}) {
+    ::setenv("SPCG_COMM_TIMEOUT_S", bad, 1);
+    try {
+      NcclCommunicator c(0, 1, id);
+      ADD_FAILURE() << "SPCG_COMM_TIMEOUT_S='" << bad << "' accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("SPCG_COMM_TIMEOUT_S='") + bad + "' is not a positive number of seconds");
+    }
+  }
+  if (before) ::setenv("SPCG_COMM_TIMEOUT_S", saved.c_str(), 1);
+  else ::unsetenv("SPCG_COMM_TIMEOUT_S");
 }
 
 }  // namespace

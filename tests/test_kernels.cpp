@@ -23,6 +23,8 @@
 #include "setup_kernels.hpp"
 #include "stats.hpp"
 #include "test_util.hpp"
+#include "row_blocks.hpp"
+#include "vector_ops.hpp"
 
 using namespace spcg;
 
@@ -145,15 +147,9 @@ std::vector<int> widths(const std::string& kernel, const std::string& matrix) {
   return real_file ? std::vector<int>{1, 3} : std::vector<int>{1, 2, 5};
 }
 
-class KernelVsEigen : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
- protected:
-  void SetUp() override { SPCG_REQUIRE_GPU(); }
-  // Asynchronous errors fail the test that caused them.
-  void TearDown() override {
-    std::string why;
-    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-};
+// The GPU fixture (skips without a device; asynchronous errors fail the test that caused them), parameterised.
+class KernelVsEigen : public spcg::test::GpuTest,
+                      public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
 
 TEST_P(KernelVsEigen, MatchesReference) {
   const auto& [kernel, mname] = GetParam();
@@ -218,14 +214,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, KernelVsEigen,
 // Setup on the device (statistics, DIA, SELL-32, ELL, HYB from the device CSR) equals the host's, bit for bit, on
 // every test matrix: the edge cases (0x0, 1x1, empty rows, a dense row, rectangular, no entries), power-law,
 // banded and the real files.
-class DeviceSetupVsHost : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { SPCG_REQUIRE_GPU(); }
-  void TearDown() override {
-    std::string why;
-    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-};
+class DeviceSetupVsHost : public spcg::test::GpuTest, public ::testing::WithParamInterface<std::string> {};
 
 void expect_same_stats(const MatrixStats& d, const MatrixStats& h, const std::string& what) {
   EXPECT_EQ(d.rows, h.rows) << what;
@@ -395,21 +384,65 @@ TEST(Registry, AtomicKernelsSayTheyAreNotDeterministic) {
   EXPECT_TRUE(make_operator("csr-adaptive", a)->deterministic());
 }
 
+// y = A x with x . y fused into the kernel's epilogue (the CG's q = A p and p'q): on random x (a constant x
+// would make the interior of y zero on a Laplacian), y against the host SpMV entrywise with the row-scaled
+// rounding bound, and the dot against the host dot of x and the returned y; y and the result NaN-poisoned
+// first, the sink sized as the solver sizes it. The kernels with an epilogue (dia, ell, sell, csr-vector)
+// must take it; any other may decline (false), and auto forwards its SpMV's.
 TEST(Registry, FusedDotMatchesSeparateDot) {
   SPCG_REQUIRE_GPU();
-  const CsrMatrix a = poisson3d_7pt(20);
-  for (const std::string name : {"dia", "sell", "ell", "csr-vector", "csr-scalar"}) {
-    auto op = make_operator(name, a);
-    DeviceArray<double> x(std::vector<double>(a.rows, 0.5)), y(a.rows), res(1), partials(4096);
-    DeviceArray<unsigned> counter(std::vector<unsigned>{0u});
-    DotSink sink{partials.data(), counter.data(), res.data(), 4096};
-    if (!op->apply_with_dot(x.data(), y.data(), sink, 0)) continue;  // no epilogue: the solver falls back
-    const double dot = res.download()[0];
-    const std::vector<double> hy = y.download();
-    double want = 0;
-    for (double v : hy) want += 0.5 * v;
-    EXPECT_NEAR(dot, want, 1e-12 * std::abs(want) + 1e-12) << name;
-    EXPECT_EQ(counter.download()[0], 0u) << name;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CsrMatrix stencil = poisson3d_7pt(20);
+  {
+    SplitMix64 rng(404);
+    for (double& v : stencil.values) v = 2 * rng.uniform() - 1;
+  }
+  std::vector<std::string> names = kernel_names();
+  names.push_back("auto");
+  for (const auto& [mname, a] : std::vector<std::pair<std::string, CsrMatrix>>{{"stencil7-random-20", stencil},
+                                                                              {"powerlaw-3000", powerlaw_spd(3000, 5)}}) {
+    SplitMix64 rng(405);
+    std::vector<double> hx(static_cast<size_t>(a.cols));
+    for (double& v : hx) v = 2 * rng.uniform() - 1;
+    std::vector<std::string> fused;
+    for (const std::string& name : names) {
+      const std::string what = name + " on " + mname;
+      std::unique_ptr<LinearOperator> op;
+      try {
+        op = make_operator(name, a);
+      } catch (const FormatRefused&) {
+        continue;
+      }
+      DeviceArray<double> x(hx), y(std::vector<double>(static_cast<size_t>(a.rows), nan)), res(std::vector<double>{nan});
+      const ReductionWorkspace ws(reduction_blocks(a.rows), 2);
+      if (!op->apply_with_dot(x.data(), y.data(), ws.sink(res.data()), 0)) continue;  // no epilogue: the solver falls back
+      fused.push_back(name);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const std::vector<double> hy = y.download();
+      long double dot = 0, dot_abs = 0;
+      for (int32_t i = 0; i < a.rows; ++i) {
+        long double want = 0, row_abs = 0;
+        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+          want += static_cast<long double>(a.values[p]) * hx[a.col_idx[p]];
+          row_abs += std::abs(static_cast<long double>(a.values[p]) * hx[a.col_idx[p]]);
+        }
+        const double tol = 4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() * static_cast<double>(row_abs) + 1e-300;
+        ASSERT_TRUE(std::isfinite(hy[i])) << what << ": y[" << i << "] not written";
+        ASSERT_LE(std::abs(hy[i] - static_cast<double>(want)), tol) << what << " row " << i;
+        dot += static_cast<long double>(hx[i]) * hy[i];
+        dot_abs += std::abs(static_cast<long double>(hx[i]) * hy[i]);
+      }
+      const double got = res.download()[0];
+      ASSERT_TRUE(std::isfinite(got)) << what << ": the dot was not written";
+      EXPECT_LE(std::abs(got - static_cast<double>(dot)),
+                4.0 * std::sqrt(double(a.rows)) * std::numeric_limits<double>::epsilon() * static_cast<double>(dot_abs) + 1e-300)
+          << what << ": fused dot " << got << " vs host " << static_cast<double>(dot);
+      EXPECT_EQ(ws.counter.download()[0], 0u) << what << ": the sink's counter must be left at zero";
+    }
+    for (const char* must : {"csr-vector", "ell", "sell"})
+      EXPECT_NE(std::find(fused.begin(), fused.end(), must), fused.end()) << must << " declined its epilogue on " << mname;
+    if (mname == "stencil7-random-20")
+      EXPECT_NE(std::find(fused.begin(), fused.end(), "dia"), fused.end()) << "dia declined its epilogue";
   }
 }
 
@@ -717,4 +750,246 @@ TEST(DeviceFill, RandomBlockEqualsTheHostDraws) {
   launch_fill(1.0, ones.data(), ones.size(), 0);
   for (double v : ones.download()) EXPECT_EQ(v, 1.0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ---- host code of kernels/ (no GPU needed) ----
+
+namespace {
+
+// The LinearOperator interface over host memory, counting the calls that reach apply_impl.
+class HostOperator final : public LinearOperator {
+ public:
+  explicit HostOperator(const CsrMatrix& a) : LinearOperator(a), a_(a) {}
+  std::string name() const override { return "host-test"; }
+  double bytes_per_apply(int k) const override { return csr_bytes_model(rows_, nnz_, k); }
+  mutable int calls = 0;
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t) const override {
+    ++calls;
+    for (int32_t i = 0; i < a_.rows; ++i)
+      for (int j = 0; j < k; ++j) {
+        double s = 0;
+        for (int32_t p = a_.row_ptr[i]; p < a_.row_ptr[i + 1]; ++p) s += a_.values[p] * x[int64_t{a_.col_idx[p]} * k + j];
+        double& out = y[int64_t{i} * k + j];
+        out = alpha * s + (beta == 0 ? 0.0 : beta * out);
+      }
+  }
+
+ private:
+  CsrMatrix a_;
+};
+
+}  // namespace
+
+// The interface's own part: shape checks with a message naming the kernel and the shapes, degenerate shapes
+// (k = 0, no rows) returned before any kernel is called, the defaults of the optional virtuals.
+TEST(LinearOperatorBase, ShapesDegenerateCallsAndDefaults) {
+  CsrMatrix a;  // 3 x 4
+  a.rows = 3, a.cols = 4, a.row_ptr = {0, 2, 3, 5}, a.col_idx = {0, 3, 1, 2, 3}, a.values = {1, 2, 3, 4, 5};
+  const HostOperator op(a);
+  EXPECT_EQ(op.rows(), 3);
+  EXPECT_EQ(op.cols(), 4);
+  EXPECT_EQ(op.nnz(), 5);
+  DeviceBlock X, Y;  // 0 x 0: no device memory
+  try {
+    op.apply(1.0, X, 0.0, Y);
+    ADD_FAILURE() << "a shape mismatch accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "host-test: shape mismatch: A is 3 x 4, X is 0 x 0, Y is 0 x 0");
+  }
+  std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8}, y(6, std::numeric_limits<double>::quiet_NaN());
+  op.apply(1.0, x.data(), 0.0, y.data(), 0);  // k = 0
+  EXPECT_EQ(op.calls, 0);
+  op.apply(2.0, x.data(), 0.0, y.data(), 2);  // 4 x 2 X, 3 x 2 Y: forwarded as given
+  EXPECT_EQ(op.calls, 1);
+  const std::vector<double> want = {2 * (1 + 2 * 7), 2 * (2 + 2 * 8), 2 * 3 * 3, 2 * 3 * 4, 2 * (4 * 5 + 5 * 7), 2 * (4 * 6 + 5 * 8)};
+  EXPECT_EQ(y, want);
+  const HostOperator empty(CsrMatrix{});
+  empty.apply(1.0, x.data(), 0.0, y.data(), 1);  // no rows: nothing to do
+  EXPECT_EQ(empty.calls, 0);
+  DotSink sink;
+  EXPECT_FALSE(op.apply_with_dot(x.data(), y.data(), sink, 0)) << "no epilogue by default";
+  EXPECT_EQ(op.chosen(8), "host-test");
+  EXPECT_TRUE(op.deterministic());
+  EXPECT_EQ(op.ranks(), nullptr);
+  EXPECT_EQ(op.persistent_cg_matrix(), nullptr);
+  EXPECT_TRUE(op.setup_info().reason.empty());
+  EXPECT_EQ(auto_choice(op, 4), "host-test");
+  EXPECT_DOUBLE_EQ(op.bytes_per_apply(2), 12.0 * 5 + 4.0 * 4 + 16.0 * 3 * 2);
+}
+
+// The registry: every entry is in exactly one family, found by its name, described, with a factory; auto is
+// not an entry (make_operator resolves it); an unknown name is a UsageError naming the choices.
+TEST(Registry, FamiliesPartitionTheEntries) {
+  std::vector<std::string> all = kernel_names(), by_family;
+  for (const KernelFamily f : {KernelFamily::spmv, KernelFamily::spmm, KernelFamily::baseline})
+    for (const std::string& n : kernel_names(f)) {
+      by_family.push_back(n);
+      const KernelEntry* e = find_kernel(n);
+      ASSERT_NE(e, nullptr) << n;
+      EXPECT_EQ(e->name, n);
+      EXPECT_EQ(e->family, f) << n;
+      EXPECT_FALSE(e->description.empty()) << n;
+      EXPECT_TRUE(static_cast<bool>(e->make)) << n;
+    }
+  std::sort(all.begin(), all.end());
+  std::sort(by_family.begin(), by_family.end());
+  EXPECT_EQ(all, by_family);
+  EXPECT_EQ(find_kernel("auto"), nullptr);
+  EXPECT_EQ(find_kernel(""), nullptr);
+  EXPECT_EQ(kernel_registry().size(), all.size());
+  const CsrMatrix a = poisson2d_5pt(3);
+  const MatrixSetup setup(a);  // host input: nothing uploaded until an operator asks
+  EXPECT_EQ(setup.rows(), 9);
+  EXPECT_EQ(setup.cols(), 9);
+  EXPECT_EQ(setup.nnz(), a.nnz());
+  EXPECT_EQ(&setup.host(), &a);
+  EXPECT_EQ(setup.times().upload_ms, 0.0);
+  try {
+    make_operator("spmm-nope", setup);
+    ADD_FAILURE() << "an unknown kernel accepted";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("unknown kernel 'spmm-nope'; choose auto or one of: csr-scalar, "), std::string::npos) << m;
+    for (const std::string& n : all) EXPECT_NE(m.find(n), std::string::npos) << n << " missing from: " << m;
+  }
+}
+
+// csr-adaptive's row binning: consecutive rows grouped while their entries fit the tile (and at most max_rows
+// of them), each group as long as the greedy rule allows; a row longer than the tile cut into pieces of
+// piece_entries, with its partial-sum slot; every row and entry covered once, in order.
+TEST(RowBlocks, GreedyBinningAndLongRowPieces) {
+  using T = RowBlockTuning;
+  std::vector<int32_t> lengths = {0, 3, 0, 0, 1000, 24, 1, T::tile_entries, T::tile_entries + 1, 0,
+                                  2 * T::piece_entries, 2 * T::piece_entries + 1, 5};
+  for (int i = 0; i < 600; ++i) lengths.push_back(i % 3);  // many short rows: the max_rows limit
+  lengths.push_back(7000);
+  SplitMix64 rng(9);
+  for (int i = 0; i < 300; ++i) lengths.push_back(static_cast<int32_t>(rng.uniform() * 40));
+  std::vector<int32_t> row_ptr = {0};
+  for (int32_t l : lengths) row_ptr.push_back(row_ptr.back() + l);
+  const int32_t rows = static_cast<int32_t>(lengths.size());
+  const RowBinning b = make_row_blocks(row_ptr.data(), rows);
+  int32_t next_row = 0;
+  int partials = 0;
+  size_t k = 0;
+  while (k < b.blocks.size()) {
+    const RowBlock& blk = b.blocks[k];
+    ASSERT_EQ(blk.first, next_row) << "block " << k;
+    if (blk.slot < 0) {  // a run of short rows
+      const int64_t entries = row_ptr[blk.last] - row_ptr[blk.first];
+      ASSERT_GT(blk.last, blk.first) << "block " << k;
+      EXPECT_LE(entries, T::tile_entries) << "block " << k;
+      EXPECT_LE(blk.last - blk.first, T::max_rows) << "block " << k;
+      EXPECT_EQ(blk.nz_begin, row_ptr[blk.first]);
+      EXPECT_EQ(blk.nz_end, row_ptr[blk.last]);
+      if (blk.last < rows)  // greedy: the next row would not have fitted
+        EXPECT_TRUE(blk.last - blk.first == T::max_rows || entries + lengths[blk.last] > T::tile_entries) << "block " << k;
+      next_row = blk.last;
+      ++k;
+    } else {  // the pieces of one long row
+      const int32_t row = blk.first;
+      EXPECT_GT(lengths[row], T::tile_entries) << "row " << row << " fits a tile but was cut";
+      const int pieces = (lengths[row] + T::piece_entries - 1) / T::piece_entries;
+      ASSERT_LT(blk.slot, static_cast<int>(b.slots.size()));
+      EXPECT_EQ(b.slots[blk.slot].pieces, pieces) << "row " << row;
+      EXPECT_EQ(b.slots[blk.slot].partial_offset, partials) << "row " << row;
+      for (int q = 0; q < pieces; ++q, ++k) {
+        ASSERT_LT(k, b.blocks.size());
+        const RowBlock& piece = b.blocks[k];
+        EXPECT_EQ(piece.first, row);
+        EXPECT_EQ(piece.last, row + 1);
+        EXPECT_EQ(piece.slot, blk.slot);
+        EXPECT_EQ(piece.piece, q);
+        EXPECT_EQ(piece.nz_begin, row_ptr[row] + q * T::piece_entries);
+        EXPECT_EQ(piece.nz_end, std::min(row_ptr[row] + (q + 1) * T::piece_entries, row_ptr[row + 1]));
+      }
+      partials += pieces;
+      next_row = row + 1;
+    }
+  }
+  EXPECT_EQ(next_row, rows);
+  EXPECT_EQ(b.partials, partials);
+  EXPECT_EQ(b.slots.size(), 4u) << "rows of tile + 1, 2 x 2048, 2 x 2048 + 1 and 7000 entries: 4 long rows";
+  EXPECT_TRUE(make_row_blocks(row_ptr.data(), 0).blocks.empty());
+}
+
+// CUDA errors become CudaError naming the library, the call, the reason and file:line (the file's base name);
+// the device probe and CudaStart agree with each other, and say why when there is no device.
+TEST(CudaCheck, ErrorsAndTheDeviceProbe) {
+  try {
+    throw_cuda_error("cuSPARSE", "cusparseSpMV(h, ...)", "invalid value", "/a/b/spmv_x.cu", 42);
+  } catch (const CudaError& e) {
+    EXPECT_EQ(std::string(e.what()), "cuSPARSE error: invalid value in cusparseSpMV(h, ...) at spmv_x.cu:42");
+  }
+  std::string why, why_count, why_start;
+  const bool available = cuda_device_available(&why);
+  EXPECT_EQ(cuda_device_available(nullptr), available);
+  const int count = cuda_device_count(&why_count);
+  CudaStart start;
+  EXPECT_EQ(start.wait(&why_start), available);
+  if (available) {
+    EXPECT_GE(count, 1);
+    EXPECT_TRUE(why_start.empty()) << why_start;
+  } else {
+    EXPECT_EQ(count, 0);
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ(why_count, why);
+    EXPECT_EQ(why_start, why);
+  }
+}
+
+// Host-side behaviour of the device memory wrappers: empty arrays need no device (nothing allocated, empty
+// downloads), a size mismatch is refused before any copy, moves hand over ownership; without a device the
+// first allocation and the memory query are CudaErrors, and trimming an unused pool does nothing.
+TEST(DeviceMemory, EmptyArraysMovesAndErrors) {
+  DeviceArray<double> empty(0, "nothing");
+  EXPECT_EQ(empty.data(), nullptr);
+  EXPECT_EQ(empty.size(), 0u);
+  EXPECT_EQ(empty.bytes(), 0u);
+  EXPECT_TRUE(empty.download().empty());
+  empty.upload(std::vector<double>{});
+  try {
+    empty.upload(std::vector<double>{1.0});
+    ADD_FAILURE() << "a size mismatch accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "DeviceArray::upload: size mismatch");
+  }
+  DeviceArray<double> moved(std::move(empty));
+  EXPECT_EQ(moved.size(), 0u);
+  DeviceBlock block;
+  EXPECT_EQ(block.size(), 0u);
+  EXPECT_EQ(block.data(), nullptr);
+  PinnedUploader uploader;
+  uploader.copy(nullptr, nullptr, 0);  // nothing to copy: no device call
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    release_idle_device_memory();  // no pool was made: nothing to trim, no CUDA started
+    EXPECT_THROW(DeviceArray<double>(16, "test"), CudaError);
+    EXPECT_THROW(device_memory_info(), CudaError);
+  } else {
+    const DeviceMemoryInfo m = device_memory_info();
+    EXPECT_GT(m.total_bytes, 0u);
+    EXPECT_LE(m.free_bytes, m.total_bytes);
+    DeviceArray<double> a(std::vector<double>{1, 2, 3}, "test"), b;
+    b = std::move(a);
+    EXPECT_EQ(a.data(), nullptr);
+    EXPECT_EQ(b.download(), (std::vector<double>{1, 2, 3}));
+    release_idle_device_memory();
+  }
+}
+
+// The per-kernel table without timing: no events, nothing pending to collect.
+TEST(KernelTimer, DisabledTimerRecordsNoEvents) {
+  KernelTimer timer(false, nullptr);
+  EXPECT_FALSE(timer.enabled());
+  timer.collect();  // nothing pending: no device call
+  timer.run("spmv", 10.0, [] {});
+  timer.collect();
+  EXPECT_EQ(timer.events_recorded(), 0);
+  const std::vector<KernelStat> st = timer.stats();
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].calls, 1);
+  EXPECT_EQ(st[0].total_ms, 0.0);
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -36,14 +37,7 @@ namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 
-class GpuPrecond : public ::testing::Test {
- protected:
-  void SetUp() override { SPCG_REQUIRE_GPU(); }
-  void TearDown() override {
-    std::string why;
-    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-};
+class GpuPrecond : public spcg::test::GpuTest {};
 
 CsrMatrix input(const std::string& name) { return read_matrix_market(spcg::test::input(name)).matrix; }
 
@@ -416,6 +410,29 @@ TEST_F(GpuPrecond, VCycleContractsTheError) {
     }
 }
 
+// ||b_j - A x_j|| / ||b_j|| from x on the host (long double), against rtol: 2 rtol for the drift of the
+// recursive residual, plus the rounding floor of any computed x, 16 eps sqrt(n) ||A||_inf ||x_j||_inf / ||b_j||
+// (||A x|| <= ||A||_inf sqrt(n) ||x||_inf in 2-norms).
+void expect_true_residual(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, double rtol, const std::string& what) {
+  ASSERT_EQ(x.rows, a.rows) << what;
+  double a_inf = 0;
+  for (int32_t i = 0; i < a.rows; ++i) {
+    double row = 0;
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row += std::abs(a.values[p]);
+    a_inf = std::max(a_inf, row);
+  }
+  const std::vector<double> rel = relative_residuals(a, x, b);
+  for (int j = 0; j < b.cols; ++j) {
+    double x_inf = 0;
+    for (int32_t i = 0; i < a.rows; ++i) {
+      ASSERT_TRUE(std::isfinite(x.at(i, j))) << what << ": x(" << i << ", " << j << ") not written";
+      x_inf = std::max(x_inf, std::abs(x.at(i, j)));
+    }
+    const double floor = 16 * kEps * std::sqrt(double(a.rows)) * a_inf * x_inf / column_norm(b, j);
+    EXPECT_LE(rel[j], 2 * rtol + floor) << what << " column " << j << " (rounding floor " << floor << ")";
+  }
+}
+
 int max_iterations(const SolveResult& r) {
   int m = 0;
   for (const auto& c : r.columns) m = std::max(m, c.iterations);
@@ -441,10 +458,13 @@ TEST_F(GpuPrecond, PcgConvergesWithEveryPreconditionerAndSolver) {
         so.iteration.stop = {1e-8, 0, 20000};
         so.precond_options.coarse_rows = 100;
         Solver s(a, so);
-        DenseBlock x;
+        DenseBlock x(a.rows, k, std::numeric_limits<double>::quiet_NaN());  // output only: poisoned
         const SolveResult r = s.solve(RhsKind::random, k, 9, x);
         ASSERT_TRUE(r.all_converged()) << what << ": " << to_string(r.columns[0].status);
-        for (const auto& c : r.columns) EXPECT_LE(c.true_residual, 1e-6 * c.b_norm) << what;
+        // ||b - A x|| / ||b|| recomputed on the host from the returned x (random_block: the solver's B, bit for
+        // bit), held to rtol with a small factor for the gap between the recursive and the true residual, plus
+        // the floor rounding puts under any computed x (eps sqrt(n) ||A|| ||x|| / ||b||)
+        expect_true_residual(a, random_block(a.rows, k, 9), x, so.iteration.stop.rtol, what);
         its[kind] = max_iterations(r);
       }
       const std::string what = name + " " + name_of(solver);
@@ -481,33 +501,56 @@ TEST_F(GpuPrecond, DeterministicSolvesAreBitwiseRepeatable) {
 }
 
 // Planted failures: an indefinite matrix with a positive diagonal never reports converged, and says why; an
-// indefinite diagonal block is named by block-Jacobi's setup.
+// indefinite diagonal block is named by block-Jacobi's setup. Each case has one outcome. The shifted Laplacian
+// (diagonal 1.5, off-diagonals -1: about a third of its eigenvalues negative) passes block-Jacobi's setup (its
+// 2 x 2 blocks [[1.5, -1], [-1, 1.5]] are SPD) and Chebyshev's (the residual polynomial keeps q(lambda) > 0 on
+// negative lambda too, so M stays SPD): the solves must end in a breakdown (p'Ap <= 0), the block solver's
+// through its multi-cg fallback. AMG's Galerkin coarse level of it is indefinite (its smooth modes are the
+// negative ones): the setup refuses it by the coarsest Cholesky.
 TEST_F(GpuPrecond, PlantedFailuresReportTheirStatus) {
   CsrMatrix indefinite = generate("poisson2d:20");  // diagonal 4, eigenvalues in (0, 8): shift by -2.5
   for (int32_t i = 0; i < indefinite.rows; ++i)
     for (int32_t p = indefinite.row_ptr[i]; p < indefinite.row_ptr[i + 1]; ++p)
       if (indefinite.col_idx[p] == i) indefinite.values[p] -= 2.5;
   for (const Preconditioner kind : {Preconditioner::block_jacobi, Preconditioner::chebyshev, Preconditioner::amg})
-    for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
-      const std::string what = std::string(name_of(kind)) + " " + name_of(solver);
-      SolverOptions so;
-      so.solver = solver, so.expected_columns = 2, so.precond = kind, so.backend = Backend::gpu;
-      so.precond_options.coarse_rows = 60;
-      so.precond_options.block_size = 2;
-      so.iteration.stop.max_iterations = 3000;
-      try {
+    for (const int coarse_rows : {60, 400})
+      for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
+        if (kind != Preconditioner::amg && coarse_rows != 60) continue;
+        const std::string what = std::string(name_of(kind)) + " " + name_of(solver) + " coarse rows " + std::to_string(coarse_rows);
+        SolverOptions so;
+        so.solver = solver, so.expected_columns = 2, so.precond = kind, so.backend = Backend::gpu;
+        so.precond_options.coarse_rows = coarse_rows;  // 400: the coarsest level is A itself
+        so.precond_options.block_size = 2;
+        so.iteration.stop.max_iterations = 3000;
+        if (kind == Preconditioner::amg) {
+          try {
+            Solver s(indefinite, so);
+            ADD_FAILURE() << what << ": AMG's setup accepted an indefinite coarsest level";
+          } catch (const InputError& e) {
+            const std::string m = e.what();
+            EXPECT_NE(m.find("amg: the coarsest level ("), std::string::npos) << what << ": " << m;
+            EXPECT_NE(m.find(" rows) is not positive definite (its Cholesky factorisation failed)"), std::string::npos)
+                << what << ": " << m;
+            if (coarse_rows == 400) EXPECT_NE(m.find("(400 rows)"), std::string::npos) << what << ": " << m;
+          }
+          continue;
+        }
         Solver s(indefinite, so);
-        DenseBlock x;
+        DenseBlock x(indefinite.rows, 2, std::numeric_limits<double>::quiet_NaN());
         const SolveResult r = s.solve(RhsKind::random, 2, 1, x);
         EXPECT_FALSE(r.all_converged()) << what;
-        for (const auto& c : r.columns)
-          EXPECT_TRUE(c.status == ColumnStatus::breakdown || c.status == ColumnStatus::precond_not_positive ||
-                      c.status == ColumnStatus::max_iterations || c.status == ColumnStatus::non_finite)
-              << what << ": " << to_string(c.status);
-      } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("not"), std::string::npos) << what << ": " << e.what();
+        for (const auto& c : r.columns) {
+          EXPECT_EQ(c.status, ColumnStatus::breakdown) << what << ": " << to_string(c.status);
+          EXPECT_LT(c.iterations, 3000) << what;
+        }
+        for (double v : x.data) ASSERT_TRUE(std::isfinite(v)) << what << ": x not written or not finite";
+        if (solver == SolverKind::block_cg) {
+          EXPECT_EQ(r.fallback_columns, 2) << what;
+          EXPECT_TRUE(r.fallback_reason == "W'AW of the block is not positive definite" ||
+                      r.fallback_reason == "P'AP of the block lost positive definiteness")
+              << what << ": " << r.fallback_reason;
+        }
       }
-    }
   // rows 3-4 (block 2 of size 2) form [[1, 2], [2, 1]] (positive diagonal, indefinite); the rest is the identity
   CsrMatrix m;
   m.rows = m.cols = 6;
@@ -621,6 +664,280 @@ TEST(ChebyshevSteps, CoefficientsFollowTheRecurrence) {
   const PolynomialSteps j = PolynomialSteps::jacobi_sweeps(2);
   EXPECT_EQ(j.c1, std::vector<double>({0, 0}));
   EXPECT_EQ(j.c2, std::vector<double>({1, 1}));
+}
+
+
+// ---- option checks and setup errors ----
+
+// A host-side operator (the LinearOperator interface over host memory) so that the preconditioners' option
+// checks, which come before any device work, run without a GPU.
+class HostOperator final : public LinearOperator {
+ public:
+  explicit HostOperator(const CsrMatrix& a) : LinearOperator(a), a_(a) {}
+  std::string name() const override { return "host-test"; }
+  double bytes_per_apply(int) const override { return 0; }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t) const override {
+    for (int32_t i = 0; i < a_.rows; ++i)
+      for (int j = 0; j < k; ++j) {
+        double s = 0;
+        for (int32_t p = a_.row_ptr[i]; p < a_.row_ptr[i + 1]; ++p) s += a_.values[p] * x[int64_t{a_.col_idx[p]} * k + j];
+        double& out = y[int64_t{i} * k + j];
+        out = alpha * s + (beta == 0 ? 0.0 : beta * out);
+      }
+  }
+
+ private:
+  CsrMatrix a_;
+};
+
+void expect_usage_error(Preconditioner kind, const PreconditionerOptions& o, const std::string& message) {
+  const CsrMatrix a = generate("poisson2d:6");
+  const MatrixSetup setup(a);
+  const HostOperator op(a);
+  const PreconditionerInputs in{setup, op, OperatorOptions{}, "options test", 1};
+  try {
+    make_preconditioner(kind, o, in);
+    ADD_FAILURE() << name_of(kind) << ": accepted, expected \"" << message << "\"";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << name_of(kind) << ": " << e.what();
+  }
+}
+
+// Every option of AMG and Chebyshev out of range, each refused by name before the setup starts (no GPU
+// needed: the checks run first); none builds nothing.
+TEST(PrecondOptions, AmgAndChebyshevOptionsAreCheckedFirst) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Bad {
+    std::function<void(PreconditionerOptions&)> set;
+    std::string message;
+  };
+  const std::vector<Bad> amg = {
+      {[](PreconditionerOptions& o) { o.smoother_degree = 0; }, "amg: the smoother degree must be 1..16"},
+      {[](PreconditionerOptions& o) { o.smoother_degree = 17; }, "amg: the smoother degree must be 1..16"},
+      {[](PreconditionerOptions& o) { o.coarse_rows = 0; }, "amg: the coarsest level's size must be 1..8000 rows"},
+      {[](PreconditionerOptions& o) { o.coarse_rows = 8001; }, "amg: the coarsest level's size must be 1..8000 rows"},
+      {[](PreconditionerOptions& o) { o.strength_theta = -0.01; }, "amg: theta must be in [0, 1)"},
+      {[](PreconditionerOptions& o) { o.strength_theta = 1.0; }, "amg: theta must be in [0, 1)"},
+      {[nan](PreconditionerOptions& o) { o.strength_theta = nan; }, "amg: theta must be in [0, 1)"},
+      {[](PreconditionerOptions& o) { o.prolongator_smoothings = 0; }, "amg: the prolongator smoothing steps must be 1..3"},
+      {[](PreconditionerOptions& o) { o.prolongator_smoothings = 4; }, "amg: the prolongator smoothing steps must be 1..3"},
+      {[](PreconditionerOptions& o) { o.prolongator_omega = 0; }, "amg: the prolongator's omega x lambda_max must be in (0, 2)"},
+      {[](PreconditionerOptions& o) { o.prolongator_omega = 2; }, "amg: the prolongator's omega x lambda_max must be in (0, 2)"},
+      {[nan](PreconditionerOptions& o) { o.prolongator_omega = nan; }, "amg: the prolongator's omega x lambda_max must be in (0, 2)"}};
+  for (const Bad& b : amg) {
+    PreconditionerOptions o;
+    b.set(o);
+    expect_usage_error(Preconditioner::amg, o, b.message);
+  }
+  const std::vector<Bad> chebyshev = {
+      {[](PreconditionerOptions& o) { o.chebyshev_degree = 0; }, "chebyshev: the degree must be 1..64"},
+      {[](PreconditionerOptions& o) { o.chebyshev_degree = 65; }, "chebyshev: the degree must be 1..64"},
+      {[](PreconditionerOptions& o) { o.chebyshev_ratio = 1.0; }, "chebyshev: the eigenvalue ratio must be > 1"},
+      {[nan](PreconditionerOptions& o) { o.chebyshev_ratio = nan; }, "chebyshev: the eigenvalue ratio must be > 1"}};
+  for (const Bad& b : chebyshev) {
+    PreconditionerOptions o;
+    b.set(o);
+    expect_usage_error(Preconditioner::chebyshev, o, b.message);
+  }
+  const CsrMatrix a = generate("poisson2d:6");
+  const MatrixSetup setup(a);
+  const HostOperator op(a);
+  EXPECT_EQ(make_preconditioner(Preconditioner::none, PreconditionerOptions{}, PreconditionerInputs{setup, op, OperatorOptions{}}),
+            nullptr);
+}
+
+// The same checks through the public solver on the device, and block-Jacobi's block size (checked there after
+// the upload).
+TEST_F(GpuPrecond, OptionChecksThroughTheSolver) {
+  const CsrMatrix a = generate("poisson2d:12");
+  SolverOptions so;
+  so.precond = Preconditioner::amg;
+  so.precond_options.strength_theta = 1.5;
+  EXPECT_THROW(Solver(a, so), UsageError);
+  so.precond_options = PreconditionerOptions{};
+  so.precond = Preconditioner::chebyshev, so.precond_options.chebyshev_degree = 100;
+  EXPECT_THROW(Solver(a, so), UsageError);
+  so.precond_options = PreconditionerOptions{};
+  so.precond = Preconditioner::block_jacobi;
+  for (const int b : {-1, 9}) {
+    so.precond_options.block_size = b;
+    try {
+      Solver s(a, so);
+      ADD_FAILURE() << "block size " << b << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("block-jacobi: --block-size must be 0 (detect) or 1..8"), std::string::npos) << e.what();
+    }
+  }
+  // 0 detects; a 5-point Laplacian has no node blocks: contiguous 4 x 4, said so
+  so.precond_options.block_size = 0;
+  Solver s(a, so);
+  ASSERT_NE(s.preconditioner(), nullptr);
+  EXPECT_EQ(s.preconditioner()->block_size, 4);
+  EXPECT_NE(s.preconditioner()->detail.find("no node block structure found: contiguous rows"), std::string::npos)
+      << s.preconditioner()->detail;
+  DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+  const SolveResult r = s.solve(RhsKind::random, 1, 2, x);
+  EXPECT_TRUE(r.all_converged());
+  expect_true_residual(a, random_block(a.rows, 1, 2), x, so.iteration.stop.rtol, "block-jacobi detected");
+}
+
+// Coarsening that leaves more than 85% of the rows has stalled: theta 0.5 on a 5-point Laplacian makes every
+// coupling weak (1 / sqrt(4 x 4) = 0.25), so every node is its own aggregate. Above 8000 rows that is an error
+// naming the level, the sizes and the way out; below, the level is solved densely (one level, an exact inverse:
+// PCG converges in a step or two).
+TEST_F(GpuPrecond, AmgStalledCoarsening) {
+  SolverOptions so;
+  so.precond = Preconditioner::amg;
+  so.precond_options.strength_theta = 0.5;
+  so.matrix_name = "stalled";
+  try {
+    Solver s(generate("poisson2d:100"), so);
+    ADD_FAILURE() << "a stalled coarsening of 10000 rows accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "stalled");
+    EXPECT_NE(std::string(e.what()).find("amg level 0: coarsening stalled (10000 rows -> 10000 aggregates); try a smaller --amg-theta"),
+              std::string::npos) << e.what();
+  }
+  const CsrMatrix small = generate("poisson2d:30");
+  so.precond_options.coarse_rows = 100;
+  Solver s(small, so);
+  ASSERT_NE(s.preconditioner(), nullptr);
+  ASSERT_EQ(s.preconditioner()->levels.size(), 1u) << s.preconditioner()->detail;
+  EXPECT_EQ(s.preconditioner()->levels[0].rows, small.rows);
+  EXPECT_EQ(s.preconditioner()->levels[0].kernel, "dense inverse");
+  DenseBlock x(small.rows, 1, std::numeric_limits<double>::quiet_NaN());
+  const SolveResult r = s.solve(RhsKind::random, 1, 3, x);
+  EXPECT_TRUE(r.all_converged());
+  EXPECT_LE(r.columns[0].iterations, 3) << "an exact inverse as the preconditioner";
+  expect_true_residual(small, random_block(small.rows, 1, 3), x, so.iteration.stop.rtol, "stalled, dense");
+}
+
+// A symmetric matrix with a positive diagonal that is not positive definite passes the solver's checks; when it
+// is small enough to be AMG's coarsest level, the Cholesky there refuses it, naming the level's size.
+TEST_F(GpuPrecond, AmgCoarsestLevelNotSpdIsRefused) {
+  CsrMatrix a;  // tridiagonal, 1 and 0.9: eigenvalues 1 + 1.8 cos(k pi / 5), one of them -0.456
+  a.rows = a.cols = 4, a.row_ptr = {0, 2, 5, 8, 10}, a.col_idx = {0, 1, 0, 1, 2, 1, 2, 3, 2, 3};
+  a.values = {1, 0.9, 0.9, 1, 0.9, 0.9, 1, 0.9, 0.9, 1};
+  SolverOptions so;
+  so.precond = Preconditioner::amg, so.matrix_name = "indefinite-4";
+  try {
+    Solver s(a, so);
+    ADD_FAILURE() << "AMG accepted an indefinite coarsest level";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "indefinite-4");
+    EXPECT_NE(std::string(e.what()).find("amg: the coarsest level (4 rows) is not positive definite (its Cholesky "
+                                         "factorisation failed), so the matrix is not SPD"),
+              std::string::npos) << e.what();
+  }
+  so.precond = Preconditioner::none;  // without AMG the same matrix sets up (the checks pass it)
+  EXPECT_NO_THROW(Solver(a, so));
+}
+
+// max_levels caps the hierarchy: with 1, 2, 3 levels allowed the hierarchy has exactly that many (the natural
+// one, to 2 rows, is deeper), the last one larger than coarse_rows and solved densely; each still converges.
+TEST_F(GpuPrecond, AmgMaxLevelsIsHonoured) {
+  const CsrMatrix a = generate("poisson2d:32");  // 1024 rows
+  SolverOptions so;
+  so.precond = Preconditioner::amg;
+  so.precond_options.coarse_rows = 2;
+  size_t natural = 0;
+  {
+    Solver s(a, so);
+    natural = s.preconditioner()->levels.size();
+  }
+  ASSERT_GE(natural, 4u) << "the uncapped hierarchy must be deeper than the caps tried";
+  for (const int cap : {1, 2, 3}) {
+    const std::string what = "max_levels " + std::to_string(cap);
+    so.precond_options.max_levels = cap;
+    Solver s(a, so);
+    const std::vector<AmgLevelReport>& levels = s.preconditioner()->levels;
+    ASSERT_EQ(levels.size(), static_cast<size_t>(cap)) << what;
+    EXPECT_GT(levels.back().rows, 2) << what << ": cut before reaching coarse_rows";
+    EXPECT_EQ(levels.back().kernel, "dense inverse") << what;
+    for (size_t l = 1; l < levels.size(); ++l) EXPECT_LT(levels[l].rows, levels[l - 1].rows) << what;
+    DenseBlock x(a.rows, 2, std::numeric_limits<double>::quiet_NaN());
+    const SolveResult r = s.solve(RhsKind::random, 2, 4, x);
+    EXPECT_TRUE(r.all_converged()) << what;
+    expect_true_residual(a, random_block(a.rows, 2, 4), x, so.iteration.stop.rtol, what);
+  }
+}
+
+// A nonzero strength threshold drops the weak couplings across jump3d's coefficient jumps (on the host rule:
+// fewer strong edges), so the aggregation and the hierarchy differ from theta = 0; both converge, and the
+// report names the theta used.
+TEST_F(GpuPrecond, AmgStrengthThetaChangesTheHierarchy) {
+  const CsrMatrix a = generate("jump3d:12");
+  ASSERT_LT(strength_graph(a, 0.2).nnz(), strength_graph(a, 0.0).nnz()) << "theta 0.2 must drop couplings here";
+  std::vector<std::vector<AmgLevelReport>> hierarchies;
+  for (const double theta : {0.0, 0.2}) {
+    const std::string what = "theta " + std::to_string(theta);
+    SolverOptions so;
+    so.precond = Preconditioner::amg, so.solver = SolverKind::block_cg, so.expected_columns = 2;
+    so.precond_options.strength_theta = theta;
+    so.precond_options.coarse_rows = 50;
+    Solver s(a, so);
+    const PreconditionerReport& rep = *s.preconditioner();
+    EXPECT_NE(rep.detail.find(theta == 0 ? "(theta 0)" : "(theta 0.2)"), std::string::npos) << rep.detail;
+    ASSERT_GE(rep.levels.size(), 2u) << what;
+    hierarchies.push_back(rep.levels);
+    DenseBlock x(a.rows, 2, std::numeric_limits<double>::quiet_NaN());
+    const SolveResult r = s.solve(RhsKind::random, 2, 6, x);
+    EXPECT_TRUE(r.all_converged()) << what;
+    expect_true_residual(a, random_block(a.rows, 2, 6), x, so.iteration.stop.rtol, what);
+  }
+  bool differ = hierarchies[0].size() != hierarchies[1].size();
+  for (size_t l = 0; !differ && l < hierarchies[0].size(); ++l)
+    differ = hierarchies[0][l].rows != hierarchies[1][l].rows || hierarchies[0][l].nnz != hierarchies[1][l].nnz;
+  EXPECT_TRUE(differ) << "theta 0.2 built the same hierarchy as theta 0";
+}
+
+// A non-positive diagonal let through the solver's checks (--force) is refused by every preconditioner that
+// divides by it, naming the row; auto falls back to none and says why.
+TEST_F(GpuPrecond, NonPositiveDiagonalIsRefusedByEachPreconditioner) {
+  CsrMatrix a = generate("poisson2d:12");
+  for (int32_t p = a.row_ptr[4]; p < a.row_ptr[5]; ++p)
+    if (a.col_idx[p] == 4) a.values[p] = -1.0;  // row 5
+  const std::vector<std::pair<Preconditioner, std::string>> cases = {
+      {Preconditioner::jacobi, "Jacobi preconditioner needs a positive diagonal, but row 5 has diagonal -1"},
+      {Preconditioner::chebyshev, "chebyshev needs a positive diagonal, but row 5 has diagonal -1"},
+      {Preconditioner::amg, "amg level 0: smoothing needs a positive diagonal, but row 5 has diagonal -1"},
+      {Preconditioner::block_jacobi, "block-jacobi: diagonal block 3 (rows 5..6) is not positive definite"}};
+  for (const auto& [kind, message] : cases) {
+    SolverOptions so;
+    so.precond = kind, so.check_matrix = false, so.matrix_name = "forced";
+    so.precond_options.coarse_rows = 50;
+    so.precond_options.block_size = 2;
+    try {
+      Solver s(a, so);
+      ADD_FAILURE() << name_of(kind) << " accepted a negative diagonal";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.file(), "forced") << name_of(kind);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << name_of(kind) << ": " << e.what();
+    }
+  }
+  SolverOptions so;
+  so.precond = Preconditioner::automatic, so.check_matrix = false;
+  Solver s(a, so);
+  ASSERT_NE(s.preconditioner(), nullptr);
+  EXPECT_EQ(s.preconditioner()->kind, Preconditioner::none);
+  EXPECT_NE(s.preconditioner()->reason.find("the diagonal is not positive"), std::string::npos) << s.preconditioner()->reason;
+}
+
+// auto's "none" keeps its reason in an object whose apply is the identity (the solvers skip it, but it must
+// still be right): Z = R bit for bit, on a NaN-poisoned Z.
+TEST_F(GpuPrecond, AutoNoneAppliesTheIdentity) {
+  const CsrMatrix a = generate("poisson2d:30");  // small, constant diagonal: none
+  const Built b = build(a, Preconditioner::automatic, {}, 3);
+  ASSERT_NE(b.m, nullptr);
+  ASSERT_EQ(b.m->report().kind, Preconditioner::none) << b.m->report().reason;
+  EXPECT_EQ(b.m->inverse_diagonal(), nullptr);
+  EXPECT_EQ(b.m->rows(), a.rows);
+  EXPECT_DOUBLE_EQ(b.m->bytes_per_apply(3), 16.0 * a.rows * 3);
+  const DenseBlock r = random_dense(a.rows, 3, 41);
+  const DenseBlock z = apply(*b.m, r);
+  EXPECT_EQ(std::memcmp(z.data.data(), r.data.data(), r.data.size() * sizeof(double)), 0);
 }
 
 }  // namespace

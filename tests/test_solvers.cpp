@@ -16,6 +16,7 @@
 #include "registry.hpp"
 #include "small_dense.hpp"
 #include "solver.hpp"
+#include "spcg/spcg.hpp"
 #include "spectrum.hpp"
 #include "test_util.hpp"
 
@@ -23,13 +24,8 @@ using namespace spcg;
 
 namespace {
 
-class GpuSolver : public ::testing::Test {
+class GpuSolver : public spcg::test::GpuTest {
  protected:
-  void SetUp() override { SPCG_REQUIRE_GPU(); }
-  void TearDown() override {
-    std::string why;
-    if (spcg::test::gpu_available(&why)) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
   struct Run {
     SolveResult result;
     DenseBlock x;
@@ -205,7 +201,7 @@ TEST_F(GpuSolver, MaxIterationsStatus) {
 }
 
 TEST_F(GpuSolver, IndefiniteAndNegativeDefiniteNeverReportFalseConvergence) {
-  SPCG_REQUIRE_MATRICES();
+  SPCG_REQUIRE_MATRICES("nonspd");  // reads nonspd/
   for (const char* f : {"bfwb62.mtx", "bcsstm34_Boeing.mtx"})
     for (const std::string solver : {"cg", "multi-cg", "block-cg"}) {
       const CsrMatrix a = read_matrix_market(spcg::test::matrix_dir() + "/nonspd/" + f).matrix;
@@ -597,4 +593,233 @@ TEST(Monitor, ProgressLinesAtEachIntervalCrossed) {
   EXPECT_NE(lines[1].find("iter     24"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("iter     40"), std::string::npos) << lines[2];
   EXPECT_NE(lines[3].find("iter     61"), std::string::npos) << lines[3];
+}
+
+// ---- more paths of the solvers ----
+
+namespace {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+// A host-side operator (the LinearOperator interface over host memory): the checks that come before any
+// device work run without a GPU.
+class HostOperator final : public LinearOperator {
+ public:
+  explicit HostOperator(const CsrMatrix& a) : LinearOperator(a), a_(a) {}
+  std::string name() const override { return "host-test"; }
+  double bytes_per_apply(int) const override { return 0; }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t) const override {
+    for (int32_t i = 0; i < a_.rows; ++i)
+      for (int j = 0; j < k; ++j) {
+        double s = 0;
+        for (int32_t p = a_.row_ptr[i]; p < a_.row_ptr[i + 1]; ++p) s += a_.values[p] * x[int64_t{a_.col_idx[p]} * k + j];
+        double& out = y[int64_t{i} * k + j];
+        out = alpha * s + (beta == 0 ? 0.0 : beta * out);
+      }
+  }
+
+ private:
+  CsrMatrix a_;
+};
+
+CsrMatrix negated(CsrMatrix a) {
+  for (double& v : a.values) v = -v;
+  return a;
+}
+
+// ||b_j - A x_j|| / ||b_j|| <= 2 rtol + the rounding floor of any computed x (16 eps sqrt(n) ||A||_inf ||x_j||_inf
+// / ||b_j||), from x on the host.
+void expect_true_residual(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, double rtol, const std::string& what) {
+  double a_inf = 0;
+  for (int32_t i = 0; i < a.rows; ++i) {
+    double row = 0;
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row += std::abs(a.values[p]);
+    a_inf = std::max(a_inf, row);
+  }
+  const std::vector<double> rel = relative_residuals(a, x, b);
+  for (int j = 0; j < b.cols; ++j) {
+    double x_inf = 0, b2 = 0;
+    for (int32_t i = 0; i < a.rows; ++i) x_inf = std::max(x_inf, std::abs(x.at(i, j))), b2 += b.at(i, j) * b.at(i, j);
+    const double floor = 16 * kEps * std::sqrt(double(a.rows)) * a_inf * x_inf / std::sqrt(b2);
+    EXPECT_LE(rel[j], 2 * rtol + floor) << what << " column " << j;
+  }
+}
+
+}  // namespace
+
+// A negative definite matrix (p'Ap < 0 for every p): every path stops at its first step with a breakdown and
+// leaves X at the initial guess (no step is taken with a p'Ap <= 0); block CG finds W'AW indefinite and hands
+// the block to multi-cg, which breaks down the same way.
+TEST_F(GpuSolver, NegativeDefiniteBreaksDownAtTheFirstStepOnEveryPath) {
+  const CsrMatrix a = negated(poisson2d_5pt(20));
+  const DenseBlock b = random_block(a.rows, 3, 61), x0 = random_block(a.rows, 3, 62);
+  struct Path {
+    std::string name, solver;
+    VectorOps ops;
+    Switch persistent;
+    bool jacobi;
+  };
+  for (const Path& p : {Path{"cg fused", "cg", VectorOps::fused, Switch::off, false},
+                        Path{"cg persistent", "cg", VectorOps::fused, Switch::on, false},
+                        Path{"cg thrust", "cg", VectorOps::thrust, Switch::off, false},
+                        Path{"multi-cg", "multi-cg", VectorOps::fused, Switch::off, false},
+                        Path{"block-cg", "block-cg", VectorOps::fused, Switch::off, false}}) {
+    SolveOptions o = options(1e-8, 500);
+    o.vector_ops = p.ops, o.persistent = p.persistent;
+    const auto r = run(p.solver, a, b, o, "auto", &x0, p.jacobi);
+    ASSERT_EQ(r.result.columns.size(), 3u) << p.name;
+    EXPECT_FALSE(r.result.all_converged()) << p.name;
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(r.result.columns[j].status, ColumnStatus::breakdown) << p.name << " col " << j << ": "
+                                                                     << to_string(r.result.columns[j].status);
+      EXPECT_EQ(r.result.columns[j].iterations, 0) << p.name << " col " << j;
+    }
+    for (size_t e = 0; e < x0.data.size(); ++e) ASSERT_EQ(r.x.data[e], x0.data[e]) << p.name << ": X moved at entry " << e;
+    if (p.solver == "block-cg") {
+      EXPECT_EQ(r.result.fallback_columns, 3);
+      EXPECT_EQ(r.result.fallback_reason, "W'AW of the block is not positive definite");
+    }
+    if (p.persistent == Switch::on) EXPECT_TRUE(r.result.used_persistent) << p.name;
+  }
+}
+
+// The Thrust reference path (cg) with a preconditioner: Jacobi as a Thrust transform (iterations within
+// rounding of Eigen's Jacobi-CG), any other M through its apply; every solution checked on the host.
+TEST_F(GpuSolver, ThrustPathWithPreconditioners) {
+  const CsrMatrix a = read_matrix_market(spcg::test::input("bcsstk01.mtx")).matrix;
+  const DenseBlock b = random_block(a.rows, 1, 71);
+  SolveOptions o = options(1e-10);
+  o.vector_ops = VectorOps::thrust;
+  const auto r = run("cg", a, b, o, "auto", nullptr, true);
+  const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, true);
+  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
+  EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows))
+      << r.result.columns[0].iterations << " vs Eigen " << e.iterations[0];
+  expect_true_residual(a, b, r.x, 1e-10, "thrust jacobi");
+  for (const Preconditioner p : {Preconditioner::chebyshev, Preconditioner::block_jacobi, Preconditioner::amg}) {
+    SolverOptions so;
+    so.precond = p, so.iteration.vector_ops = VectorOps::thrust, so.iteration.stop.rtol = 1e-10;
+    so.precond_options.coarse_rows = 20;
+    Solver s(a, so);
+    DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+    const SolveResult rs = s.solve(RhsKind::random, 1, 71, x);
+    EXPECT_EQ(rs.columns[0].status, ColumnStatus::converged) << name_of(p) << ": " << to_string(rs.columns[0].status);
+    expect_true_residual(a, b, x, 1e-10, std::string("thrust ") + name_of(p));
+  }
+}
+
+// Block CG beyond our block kernels' 32 columns (the cuBLAS path) with Jacobi (the row scaling through a
+// scratch block) and with a general M (M^-1 R and M^-1 V kept as blocks): every column against the host.
+TEST_F(GpuSolver, BlockCgWideBlocksWithPreconditioners) {
+  const CsrMatrix a = poisson3d_7pt(10);
+  const int k = 40;
+  const DenseBlock b = random_block(a.rows, k, 81);
+  const auto r = run("block-cg", a, b, options(1e-8), "auto", nullptr, true);
+  for (int j = 0; j < k; ++j) {
+    const auto st = r.result.columns[j].status;
+    EXPECT_TRUE(st == ColumnStatus::converged || st == ColumnStatus::deflated) << "jacobi col " << j << " " << to_string(st);
+  }
+  expect_true_residual(a, b, r.x, 1e-8, "block-cg k=40 jacobi");
+  SolverOptions so;
+  so.solver = SolverKind::block_cg, so.expected_columns = k, so.precond = Preconditioner::chebyshev;
+  Solver s(a, so);
+  DenseBlock x(a.rows, k, std::numeric_limits<double>::quiet_NaN());
+  const SolveResult rs = s.solve(RhsKind::random, k, 81, x);
+  EXPECT_TRUE(rs.all_converged());
+  expect_true_residual(a, b, x, so.iteration.stop.rtol, "block-cg k=40 chebyshev");
+}
+
+// A NaN in one right-hand side: that column is non-finite (never converged), the others still converge.
+TEST_F(GpuSolver, NanRightHandSideColumnIsNonFinite) {
+  const CsrMatrix a = poisson2d_5pt(24);
+  DenseBlock b = random_block(a.rows, 3, 91);
+  b.at(7, 1) = std::numeric_limits<double>::quiet_NaN();
+  for (const std::string solver : {"cg", "multi-cg", "block-cg"}) {
+    const auto r = run(solver, a, b, options(1e-8));
+    EXPECT_EQ(r.result.columns[1].status, ColumnStatus::non_finite) << solver << ": " << to_string(r.result.columns[1].status);
+    EXPECT_FALSE(r.result.all_converged()) << solver;
+    const std::vector<double> rel = relative_residuals(a, r.x, b);
+    for (const int j : {0, 2}) {
+      EXPECT_EQ(r.result.columns[j].status, ColumnStatus::converged) << solver << " col " << j << ": "
+                                                                     << to_string(r.result.columns[j].status);
+      EXPECT_LT(rel[j], 20 * 1e-8) << solver << " col " << j;
+    }
+  }
+}
+
+TEST_F(GpuSolver, MultiCgRefusesMoreThan128Columns) {
+  const CsrMatrix a = poisson2d_5pt(4);
+  const DenseBlock b(a.rows, 129, 1.0);
+  try {
+    run("multi-cg", a, b, options(1e-8));
+    ADD_FAILURE() << "129 columns accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("multi-cg supports at most 128 right-hand sides per solve"), std::string::npos) << e.what();
+  }
+}
+
+// The Lanczos estimate's own checks, which come before any device work: a diagonal of the wrong length, a
+// rectangular operator; no steps (or no rows) estimate nothing.
+TEST(Spectrum, ArgumentsAreCheckedFirst) {
+  const CsrMatrix a = poisson2d_5pt(3);
+  const HostOperator op(a);
+  try {
+    estimate_spectrum(op, std::vector<double>{1.0, 2.0}, 5);
+    ADD_FAILURE() << "a diagonal of the wrong length";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the inverse diagonal has the wrong length"), std::string::npos) << e.what();
+  }
+  CsrMatrix rect;
+  rect.rows = 2, rect.cols = 3, rect.row_ptr = {0, 1, 2}, rect.col_idx = {0, 2}, rect.values = {1, 1};
+  try {
+    estimate_spectrum(HostOperator(rect), std::vector<double>{}, 5);
+    ADD_FAILURE() << "a rectangular operator";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the operator is not square"), std::string::npos) << e.what();
+  }
+  const SpectrumEstimate none = estimate_spectrum(op, std::vector<double>{}, 0);
+  EXPECT_EQ(none.steps, 0);
+  EXPECT_EQ(none.lambda_max, 0.0);
+  const SpectrumEstimate empty = estimate_spectrum(HostOperator(CsrMatrix{}), std::vector<double>{}, 10);
+  EXPECT_EQ(empty.steps, 0);
+}
+
+// The Monitor's bookkeeping: a finished column ignores later observations and finish() calls, deflated
+// columns converge as "deflated", the history keeps every observation of a running column, all_done.
+TEST(Monitor, FinishDeflationHistoryAndAllDone) {
+  Monitor m({1e-6, 0, 100}, {1.0, 2.0, 0.0}, 0, true);
+  EXPECT_EQ(m.columns(), 3);
+  EXPECT_EQ(m.rule().max_iterations, 100);
+  EXPECT_DOUBLE_EQ(m.tolerance(2), 0.0);  // a zero right-hand side: only ||r|| = 0 meets it
+  EXPECT_FALSE(m.all_done());
+  m.mark_deflated(1);
+  EXPECT_TRUE(m.was_deflated(1));
+  EXPECT_FALSE(m.observe(1, 1, 1.0));
+  EXPECT_TRUE(m.observe(1, 2, 1e-7));
+  EXPECT_EQ(m.status(1), ColumnStatus::deflated);
+  EXPECT_TRUE(m.observe(1, 3, 5.0)) << "finished: the observation is ignored";
+  EXPECT_EQ(m.iterations(1), 2);
+  EXPECT_EQ(m.residual(1), 1e-7);
+  m.finish(1, ColumnStatus::breakdown, 9);
+  EXPECT_EQ(m.status(1), ColumnStatus::deflated) << "finish() does not overwrite a final status";
+  m.finish(0, ColumnStatus::breakdown, 4);
+  EXPECT_EQ(m.status(0), ColumnStatus::breakdown);
+  EXPECT_EQ(m.iterations(0), 4);
+  EXPECT_FALSE(m.all_done());
+  EXPECT_FALSE(m.observe(2, 0, 1e-300));
+  EXPECT_TRUE(m.observe(2, 1, 0.0));
+  EXPECT_EQ(m.status(2), ColumnStatus::converged);
+  EXPECT_TRUE(m.all_done());
+  const auto& h = m.history();
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_TRUE(h[0].empty());
+  ASSERT_EQ(h[1].size(), 2u) << "the ignored observation is not recorded";
+  EXPECT_EQ(h[1][1], std::make_pair(2, 1e-7));
+  ASSERT_EQ(h[2].size(), 2u);
+  Monitor inf({1e-6, 0, 100}, {1.0});
+  EXPECT_TRUE(inf.observe(0, 5, std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(inf.status(0), ColumnStatus::non_finite);
+  EXPECT_TRUE(inf.history()[0].empty()) << "no history unless asked";
 }
