@@ -4,6 +4,7 @@
 // on request, and prints the report with every phase, the start of CUDA and the process's wall time included.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -75,7 +76,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("generate", po::value<std::string>(), ("generated problem instead of a file: " + generator_help()).c_str())
       ("rhs", po::value<std::string>()->default_value("ones"), "ones | random | FILE (Matrix Market array or coordinate)")
       ("nrhs", po::value<int>()->default_value(1), "number of right-hand sides k (ones/random)")
-      ("seed", po::value<uint64_t>()->default_value(1), "seed for --rhs random")
+      ("seed", po::value<std::string>()->default_value("1"), "seed for --rhs random (a non-negative integer)")
       ("tol", po::value<double>()->default_value(1e-8), "relative tolerance: stop when ||r|| <= max(tol ||b||, atol)")
       ("atol", po::value<double>()->default_value(0.0), "absolute tolerance")
       ("maxit", po::value<int>()->default_value(10000), "maximum iterations")
@@ -170,7 +171,11 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   if (o.vector_ops == VectorOps::thrust && so.solver != SolverKind::cg)
     throw UsageError("--vector-ops thrust is the reference path of --solver cg only");
   c.rhs = vm["rhs"].as<std::string>();
-  c.seed = vm["seed"].as<uint64_t>();
+  {  // as text: Boost reads "-1" into an unsigned value as 2^64 - 1
+    const std::string seed = vm["seed"].as<std::string>();
+    const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), c.seed);
+    if (ec != std::errc() || end != seed.data() + seed.size()) throw UsageError("--seed must be a non-negative integer, got '" + seed + "'");
+  }
   for (auto [name, field] : {std::pair{"x0", &c.x0}, std::pair{"output", &c.output},
                              std::pair{"report-file", &c.report_file}, std::pair{"history", &c.history}})
     if (vm.count(name)) *field = vm[name].as<std::string>();

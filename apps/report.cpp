@@ -174,15 +174,25 @@ std::string report_json(const SolveReport& r) {
   return j.str();
 }
 
+namespace {
+// A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a line end ("start (CUDA, overlapped)").
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+}  // namespace
+
 std::string report_csv(const SolveReport& r) {
   std::string out = "section,name,calls,total_ms,mean_us,bytes_per_call,status,iterations,recursive_residual,true_residual\n";
   char line[512];
   for (const auto& p : r.phases) {
-    std::snprintf(line, sizeof line, "phase,%s,,%.6f,,,,,,\n", p.name.c_str(), p.ms);
+    std::snprintf(line, sizeof line, "phase,%s,,%.6f,,,,,,\n", csv_field(p.name).c_str(), p.ms);
     out += line;
   }
   for (const auto& k : r.result.kernels) {
-    std::snprintf(line, sizeof line, "kernel,%s,%lld,%.6f,%.6f,%.0f,,,,\n", k.name.c_str(), static_cast<long long>(k.calls),
+    std::snprintf(line, sizeof line, "kernel,%s,%lld,%.6f,%.6f,%.0f,,,,\n", csv_field(k.name).c_str(), static_cast<long long>(k.calls),
                   k.total_ms, k.calls ? 1e3 * k.total_ms / k.calls : 0.0, k.bytes_per_call);
     out += line;
   }
