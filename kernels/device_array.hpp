@@ -60,10 +60,24 @@ class DeviceArray {
   const T* data() const { return p_; }
   size_t size() const { return n_; }
   size_t bytes() const { return n_ * sizeof(T); }
+  // Uploads and zero fills are complete when they return. A plain cudaMemcpy from pageable memory or a
+  // cudaMemset runs on the legacy stream and may still be in flight then, and the solvers' streams do not wait
+  // for the legacy stream (cudaStreamNonBlocking): a reduction counter zeroed that way was read by the kernel
+  // before the zero landed whenever other threads kept the legacy stream busy (ranks as threads: ||b|| came out
+  // as one rank's share, issue #37).
   template <class Alloc>
   void upload(const std::vector<T, Alloc>& h) {
     if (h.size() != n_) throw Error("DeviceArray::upload: size mismatch");
-    if (n_) CHECK_CUDA(cudaMemcpy(p_, h.data(), bytes(), cudaMemcpyHostToDevice));
+    if (n_) {
+      CHECK_CUDA(cudaMemcpyAsync(p_, h.data(), bytes(), cudaMemcpyHostToDevice, cudaStreamLegacy));
+      CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+    }
+  }
+  void zero() {
+    if (n_) {
+      CHECK_CUDA(cudaMemsetAsync(p_, 0, bytes(), cudaStreamLegacy));
+      CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+    }
   }
   // std::vector<T> by default; HostVector<T> (or any allocator) on request.
   template <class Vector = std::vector<T>>

@@ -223,11 +223,12 @@ Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std:
   d->col_idx = DeviceArray<int32_t>(static_cast<size_t>(a.nnz), "CSR column indices");
   d->values = DeviceArray<double>(static_cast<size_t>(a.nnz), "CSR values");
   if (a.row_ptr) CHECK_CUDA(cudaMemcpy(d->row_ptr.data(), a.row_ptr, d->row_ptr.bytes(), cudaMemcpyDeviceToDevice));
-  else CHECK_CUDA(cudaMemset(d->row_ptr.data(), 0, d->row_ptr.bytes()));
+  else d->row_ptr.zero();
   if (a.nnz > 0) {
     CHECK_CUDA(cudaMemcpy(d->col_idx.data(), a.col_idx, d->col_idx.bytes(), cudaMemcpyDeviceToDevice));
     CHECK_CUDA(cudaMemcpy(d->values.data(), a.values, d->values.bytes(), cudaMemcpyDeviceToDevice));
   }
+  CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // device copies may still run on return (DeviceArray::upload)
   const double copy_ms = ms_since(t0);
   s.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(std::move(d)), options.duplicates_summed);
   s.set_up_on_device();
@@ -292,9 +293,13 @@ SolveResult Solver::solve(const DeviceBlockRef& b, const DeviceBlockRef& x) {
   if (bytes) {
     CHECK_CUDA(cudaMemcpy(B.data(), b.data, bytes, cudaMemcpyDeviceToDevice));
     CHECK_CUDA(cudaMemcpy(X.data(), x.data, bytes, cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // complete before the solver's own stream reads them
   }
   SolveResult r = s.run_on_device(B, X, ms_since(t0));
-  if (bytes) CHECK_CUDA(cudaMemcpy(x.data, X.data(), bytes, cudaMemcpyDeviceToDevice));
+  if (bytes) {
+    CHECK_CUDA(cudaMemcpy(x.data, X.data(), bytes, cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // x is the caller's when solve returns
+  }
   return r;
 }
 

@@ -199,9 +199,9 @@ TEST_F(GpuRanks, SolvesMatchOneGpu) {
           for (int j = 0; j < k; ++j) {
             EXPECT_LE(rel[j], 1e-9) << what << " column " << j;
             const ColumnResult& c = got.rank0.columns[j];
-            // to rounding, and within half of itself: block-cg without a preconditioner on powerlaw:500 reported
-            // 9.3e-11 where the host found 6.8e-11 on the x it returned (one run in four; open in perf-notes)
-            EXPECT_NEAR(c.true_residual / c.b_norm, rel[j], 0.5 * rel[j] + 2 * rounding[j] / c.b_norm) << what << " column " << j;
+            // to the rounding of computing it (the half-of-itself slack that block-cg on powerlaw:500 once needed
+            // was ||b|| summed before a reduction counter's zero had landed: DeviceArray::zero)
+            EXPECT_NEAR(c.true_residual / c.b_norm, rel[j], 2 * rounding[j] / c.b_norm) << what << " column " << j;
             // Block CG without a preconditioner on these ill-conditioned systems: its count is not held here. One
             // GPU's kernels alone move it (bcsstk01 74-93, jump3d:6 103-214), and on ranks it stalls into the
             // multi-cg fallback in some runs (bcsstk01 on 3 ranks: 475-669; open, docs/perf-notes.md); it still
@@ -215,6 +215,12 @@ TEST_F(GpuRanks, SolvesMatchOneGpu) {
           EXPECT_LE(max_relative_difference(got.x, x1), 1e-6) << what;
         }
       }
+}
+
+double host_b_norm(const DenseBlock& b, int j) {
+  double s = 0;
+  for (int32_t i = 0; i < b.rows; ++i) s += b.at(i, j) * b.at(i, j);
+  return std::sqrt(s);
 }
 
 // The reported true residual is ||b - A x|| of the x the ranks return, to the rounding of computing it: the case
@@ -236,7 +242,11 @@ TEST_F(GpuRanks, ReportedTrueResidualIsTheReturnedXs) {
         EXPECT_NEAR(c.true_residual / c.b_norm, rel[j], 2 * rounding[j] / c.b_norm)
             << size << " ranks, run " << rep << ", column " << j << ": iterations " << c.iterations << ", recursive "
             << c.recursive_residual / c.b_norm << ", fallback columns " << got.rank0.fallback_columns << " ("
-            << got.rank0.fallback_reason << ")";
+            << got.rank0.fallback_reason << "), ||b|| " << c.b_norm << " (host " << host_b_norm(b, j) << ")";
+        // ||b|| summed over the ranks: once one rank's share only, when a zeroed reduction counter was not yet
+        // zero on the solver's stream (DeviceArray::zero)
+        EXPECT_NEAR(c.b_norm, host_b_norm(b, j), 4 * a.rows * std::numeric_limits<double>::epsilon() * c.b_norm)
+            << size << " ranks, run " << rep << ", column " << j;
       }
     }
 }

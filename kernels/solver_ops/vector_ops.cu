@@ -519,7 +519,7 @@ ReductionWorkspace::ReductionWorkspace(int capacity_blocks, int values_per_block
       counter(1, "reduction counter"),
       capacity(capacity_blocks),
       width(values_per_block) {
-  CHECK_CUDA(cudaMemset(counter.data(), 0, sizeof(unsigned)));
+  counter.zero();  // complete before any stream's kernel reads it (DeviceArray::zero)
 }
 
 DotSink ReductionWorkspace::sink(double* result) const {

@@ -112,7 +112,7 @@ class CsrAdaptive final : public SpmvOperator {
     slots_ = DeviceArray<LongRowSlot>(bins.slots, "CSR-adaptive long rows");
     partials_ = DeviceArray<double>(std::max(1, bins.partials), "CSR-adaptive piece sums");
     arrivals_ = DeviceArray<unsigned>(std::max<size_t>(1, bins.slots.size()), "CSR-adaptive arrivals");
-    CHECK_CUDA(cudaMemset(arrivals_.data(), 0, arrivals_.bytes()));
+    arrivals_.zero();
     info_.device_bytes += static_cast<int64_t>(blocks_dev_.bytes() + slots_.bytes() + partials_.bytes() + arrivals_.bytes());
   }
   std::string name() const override { return "csr-adaptive"; }
