@@ -9,7 +9,7 @@
 namespace spcg {
 
 std::string fnv1a_checksum(const HostVector<double>& v) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis (0xcbf29ce484222325)
   for (double d : v) {
     unsigned char b[8];
     std::memcpy(b, &d, 8);
@@ -31,7 +31,7 @@ void print_report(const SolveReport& r) {
   const PreconditionerReport& pc = r.preconditioner;
   if (pc.kind != Preconditioner::none || !pc.reason.empty()) {
     std::printf("precond     %s%s%s, setup %.1f ms", name_of(pc.kind), pc.detail.empty() ? "" : ": ", pc.detail.c_str(), pc.setup_ms);
-    for (const Phase& p : pc.phases) std::printf("%s %s %.1f", &p == &pc.phases.front() ? " (" : ",", p.name.c_str(), p.ms);
+    for (const Phase& p : pc.phases) std::printf("%s%s %.1f", &p == &pc.phases.front() ? " (" : ", ", p.name.c_str(), p.ms);
     std::printf("%s\n", pc.phases.empty() ? "" : " ms)");
     if (!pc.reason.empty()) std::printf("            auto: %s\n", pc.reason.c_str());
     if (!pc.levels.empty()) {

@@ -149,7 +149,7 @@ std::vector<std::string> csv_fields(const std::string& line) {
 
 // FNV-1a over the bits of each double, as the report's --deterministic checksum.
 std::string fnv1a(const spcg::DenseBlock& x) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis (0xcbf29ce484222325)
   for (double d : x.data) {
     unsigned char b[8];
     std::memcpy(b, &d, 8);
@@ -611,6 +611,21 @@ TEST(Cli, BinaryDoesNotLinkCusparseOrCublas) {
   if (out.find("NEEDED") == std::string::npos) GTEST_SKIP() << "readelf not available: " << out;
   EXPECT_EQ(out.find("libcusparse"), std::string::npos) << out;
   EXPECT_EQ(out.find("libcublas"), std::string::npos) << out;
+}
+
+// scripts/time_to_solution.py's floor: a process that only starts CUDA. Silent with a GPU; without one it says why
+// in one line and exits 1.
+TEST(Cli, CudaFloorStartsCudaOrSaysWhyNot) {
+  const Outcome o = shell(SPCG_CUDA_FLOOR);
+  std::string why;
+  if (spcg::test::gpu_available(&why)) {
+    EXPECT_EQ(o.code, 0) << o.output;
+    EXPECT_EQ(o.output, "");
+  } else {
+    EXPECT_EQ(o.code, 1) << o.output;
+    EXPECT_EQ(o.output.rfind("spcg-cuda-floor: ", 0), 0u) << o.output;
+    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
+  }
 }
 
 // A header that needs more host memory than the machine has is refused at once (the 62-byte file of #22).
