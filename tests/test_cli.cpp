@@ -615,8 +615,15 @@ TEST(Cli, BinaryDoesNotLinkCusparseOrCublas) {
 
 // scripts/time_to_solution.py's floor: a process that only starts CUDA. Silent with a GPU; without one it says why
 // in one line and exits 1.
+// (SPCG_CUDA_FLOOR, else beside the spcg binary, as in a copy of the build carried elsewhere, else the build's.)
+std::string cuda_floor_binary() {
+  if (const char* e = std::getenv("SPCG_CUDA_FLOOR")) return e;
+  const fs::path beside = fs::path(spcg::test::spcg_binary()).parent_path() / "spcg-cuda-floor";
+  return fs::exists(beside) ? beside.string() : SPCG_CUDA_FLOOR;
+}
+
 TEST(Cli, CudaFloorStartsCudaOrSaysWhyNot) {
-  const Outcome o = shell(SPCG_CUDA_FLOOR);
+  const Outcome o = shell(cuda_floor_binary());
   std::string why;
   if (spcg::test::gpu_available(&why)) {
     EXPECT_EQ(o.code, 0) << o.output;

@@ -489,6 +489,12 @@ TEST(Rendezvous, LauncherRanksShareTheIdOverPipes) {
   EXPECT_NE(error_of([&] { spcg::share_unique_id(r, "", 30, [] { return id_of(1); }); }).find("rank 0 ended before sending"),
             std::string::npos);
   close(p[0]);
+  r.id_fd = open(".", O_RDONLY | O_DIRECTORY);  // readable, but no pipe: the read fails
+  ASSERT_GE(r.id_fd, 0);
+  const int dir_fd = r.id_fd;
+  EXPECT_NE(error_of([&] { spcg::share_unique_id(r, "", 30, [] { return id_of(1); }); }).find("rank 1: reading the NCCL id: "),
+            std::string::npos);
+  close(dir_fd);
   ASSERT_EQ(pipe(p), 0);
   close(p[0]);  // a rank that ended before reading: rank 0's write fails (SIGPIPE ignored for the test)
   spcg::RankContext zero;
@@ -504,13 +510,20 @@ TEST(Rendezvous, LauncherRanksShareTheIdOverPipes) {
 
 // ---- the launcher (fake ranks) ----
 
+// The stand-in rank: SPCG_FAKE_RANK, else beside this test (a copy of the build carried elsewhere), else the build's.
+std::string fake_rank_binary() {
+  if (const char* e = std::getenv("SPCG_FAKE_RANK")) return e;
+  const fs::path beside = fs::read_symlink("/proc/self/exe").parent_path() / "fake_rank";
+  return fs::exists(beside) ? beside.string() : SPCG_FAKE_RANK;
+}
+
 class Launcher : public ::testing::Test {
  protected:
   void SetUp() override { env_.set("FAKE_RANK_DIR", dir_.path().string()); }
   spcg::LaunchOutcome launch(int ranks, const std::vector<std::string>& args, double grace_s = 5.0,
                              std::vector<std::string> devices = {}) {
     spcg::RankLaunch how;
-    how.program = SPCG_FAKE_RANK;
+    how.program = fake_rank_binary();
     how.grace_s = grace_s;
     how.devices = std::move(devices);
     return spcg::run_ranks(ranks, args, how);
