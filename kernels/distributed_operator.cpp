@@ -94,8 +94,8 @@ bool DistributedOperator::apply_with_dot(const double* x, double* y, const DotSi
   }
   bool fused = false;
   apply_around(x, 1.0, y, 1, &sink, s, [&] {
-    fused = local_op_->nnz() > 0 && local_op_->apply_with_dot(x, y, sink, s);  // p'(A_local p) in the epilogue
-    if (!fused) local_op_->apply(1.0, x, 0.0, y, 1, s);
+    // y = A_local x, with p'(A_local p) in the epilogue where the local kernel has one
+    fused = local_op_->nnz() > 0 ? local_op_->apply_with_dot(x, y, sink, s) : (local_op_->apply(1.0, x, 0.0, y, 1, s), false);
     return fused;  // the halo product adds p'(A_halo p_halo)
   });
   return fused;

@@ -29,7 +29,10 @@ void LinearOperator::apply(double alpha, const double* x, double beta, double* y
   apply_impl(alpha, x, beta, y, k, s);
 }
 
-bool LinearOperator::apply_with_dot(const double*, double*, const DotSink&, cudaStream_t) const { return false; }
+bool LinearOperator::apply_with_dot(const double* x, double* y, const DotSink&, cudaStream_t s) const {
+  apply(1.0, x, 0.0, y, 1, s);  // no epilogue: the product alone
+  return false;
+}
 
 double time_on_stream_ms(cudaStream_t stream, const std::function<void()>& work) {
   cudaEvent_t a, b;

@@ -59,9 +59,8 @@ class LinearOperator {
   // Raw form for solvers that keep their own buffers: x is cols x k, y is rows x k, both row-major.
   void apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t stream = 0) const;
 
-  // y = A x (k = 1) and, where the kernel fuses it, *sink.result = x . y. Returns false if this operator has no
-  // fused epilogue: the caller then runs a separate dot, and applies first unless ranks() is set (a collective
-  // operator always makes y, its exchange being due on every call). Only for square operators.
+  // y = A x (k = 1) and, where the kernel fuses it into its epilogue, *sink.result = x . y. y is always made;
+  // returns whether the dot was (false: the caller runs a separate dot). Only for square operators.
   virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const;
 
   // A's layout for the one-launch persistent CG when this operator keeps one (auto does for small systems,

@@ -33,7 +33,6 @@
 
 #include "block_ops.hpp"
 #include "communicator.hpp"
-#include "iteration_runner.hpp"
 #include "small_dense.hpp"
 #include "solver.hpp"
 #include "vector_ops.hpp"
@@ -74,9 +73,10 @@ class Blas {
 // one staging buffer on the solver's stream.
 class DenseSteps {
  public:
-  // ranks: several GPUs (n: this rank's rows); every Gram matrix and norm read back is summed over them first.
-  DenseSteps(int k, int64_t n, cudaStream_t s, Communicator* ranks)
-      : s_(s), n_(n), ranks_(ranks), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
+  // sums: the engine's reductions (n: this rank's rows on several GPUs); every Gram matrix and norm read back
+  // is summed over the ranks first.
+  DenseSteps(int k, int64_t n, cudaStream_t s, ReductionPolicy& sums)
+      : s_(s), n_(n), sums_(sums), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
         readback_(static_cast<size_t>(6) * k * k, "block-cg readback"), sel_(k, "block-cg column map") {
     if (own_) {
       ws_ = std::make_unique<BlockOpsWorkspace>(k);
@@ -204,14 +204,14 @@ class DenseSteps {
   void read_back(const double* src, std::vector<double>& dst) {
     if (dst.size() > readback_.size()) throw Error("block-cg: read-back larger than its buffer");
     if (dst.empty()) return;
-    if (ranks_) ranks_->allreduce_sum(const_cast<double*>(src), dst.size(), s_);
+    sums_.sum(const_cast<double*>(src), dst.size(), s_);
     CHECK_CUDA(cudaMemcpyAsync(readback_.data(), src, dst.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    wait_for_stream(s_, ranks_);
+    sums_.wait(s_);
     std::copy(readback_.data(), readback_.data() + dst.size(), dst.begin());
   }
   cudaStream_t s_;
   int64_t n_;
-  Communicator* ranks_;
+  ReductionPolicy& sums_;
   bool own_;
   DeviceArray<double> small_;
   PinnedArray<double> readback_;
@@ -240,16 +240,15 @@ struct BlockCgTuning {
 class BlockCg {
  public:
   BlockCg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
-      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), frame_("block-cg", B, o, A.ranks()), s_(frame_.stream()), mon_(frame_.monitor()),
-        timer_(frame_.timer()), res_(frame_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_, A.ranks()),
+      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), engine_("block-cg", B, o, A.ranks()), s_(engine_.stream()), mon_(engine_.monitor()),
+        timer_(engine_.timer()), res_(engine_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_, engine_.reductions()),
         R_(n_, k_, "block-cg R"), V_(n_, k_, "block-cg V"), W1_(n_, k_, "block-cg W"), W2_(n_, k_, "block-cg W'"),
         W_(W1_.data()), spare_(W2_.data()), norms_(k_, "block-cg norms"), ws_(reduction_blocks(n_ * k_), 2 * k_),
         dependent_at_start_(k_, false), ZR_(general_ ? n_ : 0, k_, "block-cg M^-1 R"), ZV_(general_ ? n_ : 0, k_, "block-cg M^-1 V"),
         zr_norms_(general_ ? k_ : 0, "block-cg M^-1 R norms") {
-    if (general_ && A.ranks())
-      throw UsageError("on several GPUs the preconditioner is none or jacobi (this one is not distributed)");
+    require_distributed(engine_, M);
     if (general_) general_->reserve(k_);
-    frame_.start_clock();  // the dense steps' buffers (page-locked read-back included) are allocated outside the solve time
+    engine_.start_clock();  // the dense steps' buffers (page-locked read-back included) are allocated outside the solve time
   }
 
   SolveResult run() {
@@ -273,7 +272,7 @@ class BlockCg {
       if (!advance(Ta, Tbeta)) break;
     }
     pay_x();
-    return frame_.finish();
+    return engine_.finish();
   }
 
  private:
@@ -289,9 +288,9 @@ class BlockCg {
     res_.operator_applies = 1, res_.operator_columns = k_;
     std::vector<double> rr(k_);
     timer_.run("norms", 8.0 * nk, [&] { launch_column_dots(n_, k_, R_.data(), R_.data(), ws_, norms_.data(), s_); });
-    if (Communicator* ranks = A_.ranks()) ranks->allreduce_sum(norms_.data(), static_cast<size_t>(k_), s_);
+    engine_.reductions().sum(norms_.data(), static_cast<size_t>(k_), s_);
     CHECK_CUDA(cudaMemcpyAsync(rr.data(), norms_.data(), k_ * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    wait_for_stream(s_, A_.ranks());
+    engine_.reductions().wait(s_);
     observe(rr);
     if (general_)  // Z = M^-1 R, kept up to date by Z -= (M^-1 V) Ta as R is by R -= V Ta
       timer_.run("precond", general_->bytes_per_apply(k_), [&] { general_->apply(R_.data(), ZR_.data(), k_, s_); });
@@ -480,7 +479,7 @@ class BlockCg {
   // block CG off in CG's initial rise").
   bool stalled() {
     if (o_.stagnation_window <= 0) return false;
-    const std::vector<double>& bn = frame_.b_norms();
+    const std::vector<double>& bn = engine_.b_norms();
     double worst = 0;
     for (int j : active_columns()) worst = std::max(worst, mon_.residual(j) / std::max(bn[j], 1e-300));
     if (worst < BlockCgTuning::stall_progress * best_worst_) best_worst_ = worst, best_at_ = it_;
@@ -538,7 +537,7 @@ class BlockCg {
   const DeviceBlock& B_;
   DeviceBlock& X_;
   const SolveOptions& o_;
-  SolveFrame frame_;
+  IterationEngine engine_;
   const cudaStream_t s_;
   Monitor& mon_;
   KernelTimer& timer_;

@@ -67,11 +67,7 @@ struct RankSolver::Impl {
 RankSolver::RankSolver(RankBlocks blocks, int32_t global_rows, Communicator& comm, const SolverOptions& options)
     : impl_(std::make_unique<Impl>(blocks, global_rows, comm, options)) {
   Impl& s = *impl_;
-  if (options.kernel != "auto")
-    throw UsageError("on several GPUs the kernel is auto (each rank picks its own for its local block)");
-  if (options.precond != Preconditioner::none && options.precond != Preconditioner::jacobi)
-    throw UsageError(std::string("on several GPUs the preconditioner is none or jacobi, not ") + name_of(options.precond));
-  if (options.backend == Backend::host) throw UsageError("several GPUs need the gpu backend");
+  if (const std::string why = several_gpus_refusal(options); !why.empty()) throw UsageError(why);
   const auto t0 = std::chrono::steady_clock::now();
   NvtxRange range("setup");
   OperatorOptions oo;

@@ -240,33 +240,22 @@ DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::stri
 
 namespace {
 
-// Jacobi-CG for `iterations` steps on a random right-hand side (deterministic seed), the fused kernels back to
-// back without a host round trip; returns ||r_j||^2 for j = 0..iterations (fewer if it converged or broke down).
+// Jacobi-CG for `iterations` steps on a random right-hand side (deterministic seed), one batch on the iteration
+// engine (no host round trip inside it); returns ||r_j||^2 for j = 0..iterations (fewer if it converged or broke
+// down), from the residual history the fused kernels keep on the device.
 std::vector<double> jacobi_cg_trial(const LinearOperator& op, const double* dinv, int iterations) {
   const int64_t n = op.rows();
-  const cudaStream_t s = 0;
-  DeviceArray<double> x(n, "auto trial x"), r(n, "auto trial r"), z(n, "auto trial z"), p(n, "auto trial p"),
-      q(n, "auto trial q"), history(static_cast<size_t>(iterations) + 1, "auto trial history");
-  const ReductionWorkspace ws(reduction_blocks(n), 2);
-  DeviceArray<CgScalars> scalars(1, "auto trial scalars");
-  CgScalars h{};
-  h.max_iterations = iterations;
-  h.history = history.data();
-  h.history_capacity = iterations + 1;
-  CHECK_CUDA(cudaMemcpyAsync(scalars.data(), &h, sizeof h, cudaMemcpyHostToDevice, s));
-  launch_fill_splitmix_uniform(AutoPreconditionerRule::trial_seed, r.data(), static_cast<size_t>(n), s);  // x = 0: r = b
-  launch_fill(0.0, x.data(), static_cast<size_t>(n), s);
-  launch_cg_start(n, r.data(), dinv, z.data(), p.data(), scalars.data(), ws, s);
-  for (int j = 0; j < iterations; ++j) {
-    op.apply(1.0, p.data(), 0.0, q.data(), 1, s);                         // q = A p
-    launch_dot(p.data(), q.data(), n, ws, &scalars.data()->pq, s);         // p'q
-    launch_cg_update_xr(n, x.data(), r.data(), p.data(), q.data(), dinv, z.data(), scalars.data(), ws, s);
-    launch_cg_update_p(n, p.data(), dinv ? z.data() : r.data(), scalars.data(), s);  // p = z + beta p (z = r: no M)
-  }
-  CHECK_CUDA(cudaMemcpyAsync(&h, scalars.data(), sizeof h, cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  std::vector<double> rr = history.download();
-  rr.resize(static_cast<size_t>(std::min(h.iteration, iterations)) + 1);
+  SolveOptions o;
+  o.stop.rtol = 0, o.stop.atol = 0, o.stop.max_iterations = iterations;  // every step runs
+  o.check_every = iterations, o.graph = Switch::off, o.time_kernels = false, o.keep_history = true;
+  IterationEngine e("auto trial", std::vector<double>{1.0}, o, nullptr);
+  DeviceArray<double> b(n, "auto trial b"), x(n, "auto trial x");
+  launch_fill_splitmix_uniform(AutoPreconditionerRule::trial_seed, b.data(), static_cast<size_t>(n), e.stream());
+  launch_fill(0.0, x.data(), static_cast<size_t>(n), e.stream());
+  cg_recurrences(e, op, dinv, b.data(), x.data(), 1, 0);
+  const SolveResult r = e.finish();
+  std::vector<double> rr;
+  for (const auto& [iteration, norm] : r.history.at(0)) rr.push_back(norm * norm);
   return rr;
 }
 

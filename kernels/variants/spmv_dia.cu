@@ -77,7 +77,7 @@ class Dia final : public SpmvOperator {
   std::string name() const override { return "dia"; }
   double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_) * k; }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ != cols_) return false;
+    if (rows_ != cols_) return LinearOperator::apply_with_dot(x, y, sink, s);  // the product alone
     launch<true>(x, 1, 1.0, 0.0, y, s, sink);
     return true;
   }

@@ -93,6 +93,16 @@ std::string option_names() {
   return s;
 }
 
+// What runs on several GPUs, declared once: every solver; the preconditioners none and jacobi (the others are
+// not distributed yet); the fused vector kernels (the Thrust reference keeps its scalars on one host). The CLI,
+// Solver and RankSolver refuse with several_gpus_refusal()'s words (spcg.hpp).
+constexpr bool runs_on_several_gpus(SolverKind) { return true; }
+constexpr bool runs_on_several_gpus(Preconditioner p) { return p == Preconditioner::none || p == Preconditioner::jacobi; }
+constexpr bool runs_on_several_gpus(VectorOps v) { return v == VectorOps::fused; }
+// The refusal for what does not run on several GPUs (empty: it does).
+std::string several_gpus_refusal(Preconditioner p);
+std::string several_gpus_refusal(VectorOps v);
+
 // Stop when ||r_j|| <= max(rtol ||b_j||, atol), or after max_iterations.
 struct StopRule {
   double rtol = 1e-8;

@@ -75,6 +75,11 @@ struct SolverOptions {
   SolveOptions iteration;       // stop rule, vector ops, graph, persistent, deterministic, monitor, ...
 };
 
+// Why these options cannot run on several GPUs (the capabilities in solve_types.hpp; kernel auto, since each
+// rank picks its local block's kernel; the gpu backend): the one refusal the CLI, Solver and RankSolver give.
+// Empty when they can.
+std::string several_gpus_refusal(const SolverOptions& options);
+
 // Right-hand sides the solver makes itself, on the device: all ones, or uniform in [-1, 1) from a seed (the
 // same values make_rhs gives on the host).
 enum class RhsKind { ones, random };

@@ -1,0 +1,41 @@
+// What runs on several GPUs, and the one refusal for what does not (declared in spcg/solve_types.hpp and
+// spcg/spcg.hpp; the iteration engine asks require_distributed for the preconditioner object it is handed).
+#include <string>
+
+#include "iteration_engine.hpp"
+#include "preconditioner.hpp"
+#include "solver.hpp"
+#include "spcg/spcg.hpp"
+
+namespace spcg {
+
+std::string several_gpus_refusal(Preconditioner p) {
+  if (runs_on_several_gpus(p)) return {};
+  return std::string("on several GPUs the preconditioner is none or jacobi (") + name_of(p) + " is not distributed)";
+}
+
+std::string several_gpus_refusal(VectorOps v) {
+  if (runs_on_several_gpus(v)) return {};
+  return std::string("on several GPUs the vector operations are fused (") + name_of(v) + " keeps its scalars on one host)";
+}
+
+std::string several_gpus_refusal(const SolverOptions& o) {
+  if (!runs_on_several_gpus(o.solver)) return std::string("on several GPUs ") + name_of(o.solver) + " is not distributed";
+  if (std::string why = several_gpus_refusal(o.precond); !why.empty()) return why;
+  if (std::string why = several_gpus_refusal(o.iteration.vector_ops); !why.empty()) return why;
+  if (o.kernel != "auto") return "on several GPUs the kernel is auto (each rank picks its own for its local block)";
+  if (o.backend == Backend::host) return "on several GPUs the backend is gpu (the host backend is one process)";
+  return {};
+}
+
+void require_distributed(IterationEngine& e, const PreconditionerOp* M) {
+  if (!e.reductions().over_ranks()) return;
+  std::string why = several_gpus_refusal(e.options().vector_ops);
+  if (why.empty() && M && !M->inverse_diagonal()) {  // a preconditioner applied between the fused steps
+    why = several_gpus_refusal(M->report().kind);
+    if (why.empty()) why = "on several GPUs the preconditioner is none or jacobi (this one is not distributed)";
+  }
+  if (!why.empty()) throw UsageError(why);
+}
+
+}  // namespace spcg

@@ -1,0 +1,201 @@
+#include "iteration_engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "communicator.hpp"
+#include "solver.hpp"
+
+namespace spcg {
+
+// ---- the reduction policy ----
+
+double* ReductionPolicy::step_totals(int k) {
+  if (!ranks_) return nullptr;
+  if (totals_.size() < static_cast<size_t>(2 * k)) totals_ = DeviceArray<double>(static_cast<size_t>(2 * k), "rank totals");
+  return totals_.data();
+}
+
+void ReductionPolicy::finish_step(KernelTimer& t, MultiCgStep step, int k, CgScalars* scalars, cudaStream_t s) {
+  if (!ranks_) return;
+  const int values = step == MultiCgStep::pq ? k : 2 * k;  // p'q; or rr and rz
+  t.run("sum over ranks", 0.0, [&] {
+    ranks_->allreduce_sum(step_totals(k), static_cast<size_t>(values), s);
+    launch_multi_cg_finish(step, k, step_totals(k), scalars, s);
+  });
+}
+
+void ReductionPolicy::sum(double* values, size_t count, cudaStream_t s) {
+  if (ranks_) ranks_->allreduce_sum(values, count, s);
+}
+
+void ReductionPolicy::wait(cudaStream_t s) const { wait_for_stream(s, ranks_); }
+
+std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s, ReductionPolicy& sums) {
+  const int k = B.cols;
+  std::vector<double> out(k, 0.0);
+  // a rank with no rows still joins the sum (every rank calls it)
+  if (k == 0 || (B.rows == 0 && !sums.over_ranks())) return out;
+  ReductionWorkspace ws(reduction_blocks(int64_t{B.rows} * k), k);
+  DeviceArray<double> d(k, "column norms");
+  launch_column_dots(B.rows, k, B.data(), B.data(), ws, d.data(), s);
+  sums.sum(d.data(), static_cast<size_t>(k), s);
+  CHECK_CUDA(cudaMemcpyAsync(out.data(), d.data(), k * sizeof(double), cudaMemcpyDeviceToHost, s));
+  sums.wait(s);
+  for (double& v : out) v = std::sqrt(v);
+  return out;
+}
+
+// ---- batches replayed from a CUDA graph ----
+
+namespace {
+
+// Runs a batch of iterations as plain launches (per-kernel events possible), or captured once into a CUDA graph
+// and replayed, which removes the launch overhead of small matrices. The kernel counts of a replayed graph are
+// credited to the timer per replay.
+class GraphReplay {
+ public:
+  GraphReplay(cudaStream_t s, bool use_graph, KernelTimer& timer) : s_(s), graph_(use_graph), timer_(timer) {}
+  ~GraphReplay() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (g_) cudaGraphDestroy(g_);
+  }
+  GraphReplay(const GraphReplay&) = delete;
+  GraphReplay& operator=(const GraphReplay&) = delete;
+
+  void run(const std::function<void(KernelTimer&)>& enqueue) {
+    if (!graph_) {
+      enqueue(timer_);
+      return;
+    }
+    if (!exec_) {
+      KernelTimer capture_counts(false, s_);
+      CHECK_CUDA(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue(capture_counts);
+      } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(s_, &broken);
+        if (broken) cudaGraphDestroy(broken);
+        throw;
+      }
+      CHECK_CUDA(cudaStreamEndCapture(s_, &g_));
+      CHECK_CUDA(cudaGraphInstantiate(&exec_, g_, 0));
+      per_batch_ = capture_counts.stats();
+    }
+    CHECK_CUDA(cudaGraphLaunch(exec_, s_));
+    for (const auto& k : per_batch_) timer_.count(k.name.c_str(), k.bytes_per_call, k.calls);
+  }
+
+ private:
+  cudaStream_t s_;
+  bool graph_;
+  KernelTimer& timer_;
+  cudaGraph_t g_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::vector<KernelStat> per_batch_;
+};
+
+}  // namespace
+
+void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column) {
+  if (squared.empty() || iterations <= 0) return;
+  auto& hist = const_cast<std::vector<std::vector<std::pair<int, double>>>&>(mon.history());
+  hist[column].clear();
+  for (int i = 0; i <= std::min<int>(iterations, static_cast<int>(squared.size()) - 1); ++i)
+    hist[column].emplace_back(i, std::sqrt(squared[i]));
+}
+
+// ---- the engine ----
+
+IterationEngine::IterationEngine(const char* solver, const DeviceBlock& B, const SolveOptions& o, Communicator* ranks)
+    : IterationEngine(solver, std::vector<double>{}, o, ranks) {
+  b_norms_ = column_norms(B, stream_, reductions_);
+  monitor_ = Monitor(o.stop, b_norms_, o.monitor_every, o.keep_history);
+  monitor_.print = o.progress;
+  start_clock();
+}
+
+IterationEngine::IterationEngine(const char* solver, const std::vector<double>& b_norms, const SolveOptions& o,
+                                 Communicator* ranks)
+    : options_(o),
+      reductions_(ranks),
+      b_norms_(b_norms),
+      monitor_(o.stop, b_norms_, o.monitor_every, o.keep_history),
+      timer_(o.time_kernels, stream_),
+      start_(std::chrono::steady_clock::now()) {
+  monitor_.print = o.progress;
+  result_.solver = solver;
+}
+
+int IterationEngine::batch() const {
+  const SolveOptions& o = options_;
+  return std::max(1, o.monitor_every > 0 ? std::min(o.check_every, o.monitor_every) : o.check_every);
+}
+
+bool IterationEngine::graphs() const {
+  // not across ranks: the in-process stand-in's sums wait on the host (NCCL's could be captured)
+  return !reductions_.over_ranks() &&
+         (options_.graph == Switch::on || (options_.graph == Switch::automatic && !timer_.enabled()));
+}
+
+IterationEngine::Recurrences IterationEngine::recurrences(int k, int first_column) {
+  Recurrences rec;
+  rec.k = k, rec.first_column = first_column;
+  const bool history = options_.keep_history && k == 1 && !reductions_.over_ranks();
+  rec.history = DeviceArray<double>(history ? static_cast<size_t>(options_.stop.max_iterations) + 1 : 0, "residual history");
+  std::vector<CgScalars> h(static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j) {
+    const double tol = monitor_.tolerance(first_column + j);
+    h[j].tol2 = tol * tol;
+    h[j].max_iterations = options_.stop.max_iterations;
+  }
+  if (history) h[0].history = rec.history.data(), h[0].history_capacity = static_cast<int>(rec.history.size());
+  rec.scalars = DeviceArray<CgScalars>(static_cast<size_t>(k), "recurrence scalars");
+  rec.scalars.upload(h);
+  return rec;
+}
+
+void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration) {
+  const int k = rec.k, batch_size = batch();
+  const bool use_graph = graphs();
+  result_.used_graph = use_graph;
+  GraphReplay replay(stream_, use_graph, timer_);
+  std::vector<CgScalars> h(static_cast<size_t>(k));
+  std::vector<int> last(static_cast<size_t>(k), -1);
+  while (true) {
+    CHECK_CUDA(cudaMemcpyAsync(h.data(), rec.scalars.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, stream_));
+    reductions_.wait(stream_);
+    timer_.collect();
+    bool all_done = true;
+    for (int j = 0; j < k; ++j) {
+      if (h[j].iteration != last[j])
+        monitor_.observe(rec.first_column + j, h[j].iteration, std::sqrt(h[j].rr)), last[j] = h[j].iteration;
+      all_done &= h[j].done != 0;
+    }
+    if (all_done) break;
+    replay.run([&](KernelTimer& t) {
+      for (int i = 0; i < batch_size; ++i) iteration(t);
+    });
+    // (the applies of a batch's iterations after convergence ran too, as no-op iterations)
+    result_.operator_applies += batch_size, result_.operator_columns += int64_t{batch_size} * k;
+  }
+  for (int j = 0; j < k; ++j)
+    if (monitor_.status(rec.first_column + j) == ColumnStatus::running)
+      monitor_.finish(rec.first_column + j, from_device_status(h[j].status), h[j].iteration);
+  if (rec.history.size()) take_history(rec.history.download(), h[0].iteration, monitor_, rec.first_column);
+}
+
+SolveResult IterationEngine::finish() {
+  CHECK_CUDA(cudaStreamSynchronize(stream_));
+  timer_.collect();
+  result_.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  result_.kernels = timer_.stats();
+  if (timer_.enabled()) result_.timing_overhead_ms = timer_.events_recorded() * event_overhead_ms();
+  for (int j = 0; j < monitor_.columns(); ++j)
+    result_.columns.push_back({monitor_.status(j), monitor_.iterations(j), b_norms_[j], monitor_.residual(j), 0});
+  result_.history = monitor_.history();
+  return std::move(result_);
+}
+
+}  // namespace spcg

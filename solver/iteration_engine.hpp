@@ -1,0 +1,123 @@
+#pragma once
+// The iteration engine every solver runs on: what cg, multi-cg, the general PCG, block CG and auto's trial
+// share, so that each of them is its list of steps (issue #32). It owns
+//   - the frame of a solve: its stream, the result, ||b_j||, the monitor (stopping rule, per-column status) and
+//     the kernel timer;
+//   - the batch rule: device-resident recurrences run check_every iterations (monitor_every when that is
+//     smaller) between two host reads of their scalars, replayed from a CUDA graph unless kernels are timed one
+//     by one or the reductions cross ranks;
+//   - the reduction policy: on one GPU a step's kernel finishes its own dot products (the last block to finish
+//     sums the partials in block order); on several GPUs it writes this rank's totals instead, and the policy
+//     sums them over the ranks in rank order and finishes the step. The solvers never test for ranks.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device_array.hpp"
+#include "kernel_timer.hpp"
+#include "monitor.hpp"
+#include "spcg/solve_types.hpp"
+#include "vector_ops.hpp"
+
+namespace spcg {
+
+class Communicator;
+
+class CudaStream {
+ public:
+  CudaStream() { CHECK_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~CudaStream() { cudaStreamDestroy(s_); }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  operator cudaStream_t() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// Sums of a solve's dot products: the identity on one GPU, a sum over the ranks (rank order, so a rank count
+// repeats bit for bit) on several.
+class ReductionPolicy {
+ public:
+  explicit ReductionPolicy(Communicator* ranks) : ranks_(ranks) {}
+  bool over_ranks() const { return ranks_ != nullptr; }
+  Communicator* communicator() const { return ranks_; }
+  // Where a fused step's kernel writes this rank's totals (2k values at most): null on one GPU, where the kernel
+  // finishes the step itself.
+  double* step_totals(int k);
+  // Where a dot product belongs: `one_gpu` on one GPU, this rank's totals on several (finish_step then sums it).
+  double* dot_target(double* one_gpu) { return ranks_ ? step_totals(1) : one_gpu; }
+  // After a step that wrote step_totals(): the sum over the ranks, then the columns finished as the last block
+  // would have (one GPU: nothing to do).
+  void finish_step(KernelTimer& t, MultiCgStep step, int k, CgScalars* scalars, cudaStream_t s);
+  // Device values summed over the ranks in place (one GPU: nothing to do).
+  void sum(double* values, size_t count, cudaStream_t s);
+  // The host waits for the stream; on several GPUs through the communicator (its timeout, its errors).
+  void wait(cudaStream_t s) const;
+
+ private:
+  Communicator* ranks_;
+  DeviceArray<double> totals_;
+};
+
+// The column norms ||B_j|| (n x k row-major), summed over the ranks by the policy.
+std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s, ReductionPolicy& sums);
+
+class IterationEngine {
+ public:
+  // B: the right-hand sides (this rank's rows on several GPUs); ranks: null on one GPU.
+  IterationEngine(const char* solver, const DeviceBlock& B, const SolveOptions& o, Communicator* ranks);
+  // A recurrence without a right-hand-side block of its own (auto's trial): the tolerances come from b_norms.
+  IterationEngine(const char* solver, const std::vector<double>& b_norms, const SolveOptions& o, Communicator* ranks);
+  IterationEngine(const IterationEngine&) = delete;
+  IterationEngine& operator=(const IterationEngine&) = delete;
+
+  const SolveOptions& options() const { return options_; }
+  cudaStream_t stream() const { return stream_; }
+  SolveResult& result() { return result_; }
+  Monitor& monitor() { return monitor_; }
+  KernelTimer& timer() { return timer_; }
+  ReductionPolicy& reductions() { return reductions_; }
+  const std::vector<double>& b_norms() const { return b_norms_; }
+  // Restarts the solve's clock (after workspaces a solver allocates up front).
+  void start_clock() { start_ = std::chrono::steady_clock::now(); }
+
+  // The device scalars of k recurrences for the monitor's columns first_column..: each column's tolerance and
+  // the iteration limit; with a residual history on the device where one recurrence keeps it (k = 1, one GPU,
+  // keep_history: the fused kernels write rr after every iteration).
+  struct Recurrences {
+    DeviceArray<CgScalars> scalars;
+    DeviceArray<double> history;
+    int k = 0, first_column = 0;
+  };
+  Recurrences recurrences(int k, int first_column);
+  // Runs them to the end: reads their scalars, reports new residuals to the monitor, runs another batch of
+  // iteration(t) until every column is done, then gives each column its final status (and the device history).
+  void run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration);
+
+  // Waits for the stream, then fills the result: the wall time since the clock started, the kernel table, the
+  // timing overhead, per-column status / iterations / residuals and the history.
+  SolveResult finish();
+
+ private:
+  int batch() const;
+  bool graphs() const;
+
+  SolveOptions options_;
+  CudaStream stream_;
+  ReductionPolicy reductions_;
+  SolveResult result_;
+  std::vector<double> b_norms_;
+  Monitor monitor_;
+  KernelTimer timer_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Copies a device residual history (squared norms, one per iteration) into the monitor's history of `column`.
+void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column);
+
+}  // namespace spcg
