@@ -61,7 +61,7 @@ std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const
                                                       const PreconditionerInputs& inputs);
 
 // auto: the preconditioner for this matrix, with the reason (printed like kernel auto's). The rule (measured:
-// docs/perf-notes.md, "Preconditioners, session 18"): below min_rows_for_amg rows an iteration of Jacobi-CG is a
+// docs/perf-notes.md, "AMG's setup and auto's trial"): below min_rows_for_amg rows an iteration of Jacobi-CG is a
 // few microseconds of launch latency and an AMG setup (tens of milliseconds) cannot pay back. Above, AMG when
 // the diagonal spans coefficient_contrast or more (coefficient jumps), or when a short Jacobi-CG trial
 // (trial_iterations on a random right-hand side, its second half's rate extrapolated to rtol) predicts at
@@ -70,7 +70,7 @@ std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const
 // it saw kappa >= ~160 on every 3D problem, from 319 Jacobi-CG iterations to 1206.
 struct AutoPreconditionerRule {
   static constexpr int32_t min_rows_for_amg = 100000;
-  // AMG where the trial predicts at least this many Jacobi-CG iterations. Measured (H100, session 18, setup +
+  // AMG where the trial predicts at least this many Jacobi-CG iterations. Measured (H100, 2026-11-25, commit a3da456, setup +
   // solve): AMG beat the better of none and Jacobi on aniso3d:128 (0.89; 750 iterations, the trial predicted
   // 422), poisson3d:200 (0.83; 494, predicted 409), poisson2d:1024 (0.61; 1898, predicted 882) and lost on
   // poisson3d:128 (1.27; 319, predicted 320): the break-even lies near 400 taken, the trial under-predicts

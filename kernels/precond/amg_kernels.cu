@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
   static_assert(kSlots == 1 << kBits, "the hash takes log2(slots) bits");
   // pass 2's sums: whole warps (long rows) add into a shared sum per hash slot, the lanes of one slot one after
   // another in lane order (found by __match_any_sync): 5.4 ms against 15.5 for the broadcast on R (A P) at 8M
-  // rows (H100, session 18); smaller groups (short rows) broadcast each product to the lane that owns its
+  // rows (H100, 2026-11-25, commit 5359d60); smaller groups (short rows) broadcast each product to the lane that owns its
   // column, in registers
   constexpr bool kSlotSums = kFill && G == 32, kBroadcast = kFill && G < 32;
   constexpr int kInactive = -2;  // a product slot past the row's end (owned columns are >= 0, unused ones -1)
@@ -532,7 +532,7 @@ int64_t scan_counts(const int32_t* count, int32_t n, int32_t* out, cudaStream_t 
 }
 
 // One cuSPARSE handle for the setup products that fall back to SpGEMM, created on first use and kept for the
-// process's life: destroyed at exit it crashed 16 of 207 device runs in cuSPARSE's teardown (session 17, when a
+// process's life: destroyed at exit it crashed 16 of 207 device runs in cuSPARSE's teardown (H100, 2026-11-25, recorded in 3937db6, when a
 // helper thread had created it; the library, loaded with dlopen, is never closed either).
 struct SpgemmHandle {
   cusparseHandle_t h = nullptr;

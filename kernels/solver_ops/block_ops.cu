@@ -9,8 +9,8 @@
 //           in a fixed order. (Measured and dropped: a 4 x 4 register tile per thread over rows staged in shared
 //           memory was bound by shared-memory reads, 4 KB per row; a cp.async-staged MMA version reached only
 //           ~1 TB/s; a kernel for [W, D^-1 V]' [W, V, R] loading each fragment once for both operand roles,
-//           441 -> 310 us at 128^3, k = 16, was dropped when block CG moved to [W, D^-1 V]' [V, R] in session
-//           13, docs/perf-notes.md.)
+//           441 -> 310 us at 128^3, k = 16, was dropped when block CG moved to [W, D^-1 V]' [V, R] in commit
+//           b803103 (H100, 2026-11-22; docs/perf-notes.md, "Pivoting on W'AW (an A-orthonormal P), kept").)
 //  combine, update: G threads per row (G = next power of two of max(columns) / 4), 4 adjacent columns per
 //           thread, 32 / G rows per warp; a thread loads 4 entries of each input row and the G threads of a row
 //           exchange them by shuffles, so the row product with the small matrix (in shared memory) needs no
