@@ -27,7 +27,7 @@ report() {  # $1: name of the report (cpu / all)
   mkdir -p "$out"
   command -v gcovr >/dev/null || { apt-get install -y -qq gcovr >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq gcovr >/dev/null); }
   local common=(-r "$root" --object-directory "$bdir" --gcov-ignore-parse-errors -e "$root/tests/" -e "$root/build.*")
-  gcovr "${common[@]}" --json "$out/$1.json" >/dev/null
+  gcovr "${common[@]}" --json "$out/$1.json" >/dev/null 2>"$out/$1.gcovr-warnings.log"
   {
     echo "line coverage ($1 suite$( [ "$1" = all ] && echo 's, CPU + GPU' ), $(date -u +%F), commit $(git rev-parse --short HEAD))"
     for f in 'sparse/' 'apps/' 'solver/' 'kernels/.*\.cpp$'; do
@@ -48,7 +48,10 @@ case "$what" in
     fi
     cmake --build "$bdir" -j "$(nproc)"
     find "$bdir" -name '*.gcda' -delete
-    (cd "$bdir" && ctest -j "$(nproc)" -E package.consumer --output-on-failure | tail -3)
+    mkdir -p "$root/out"
+    (cd "$bdir" && ctest -j "$(nproc)" -E package.consumer --output-on-failure > "$root/out/coverage-ctest.log" 2>&1) ||
+      { grep -E "tests passed|tests failed|Failed" "$root/out/coverage-ctest.log"; exit 1; }
+    grep -E "tests passed|tests failed" "$root/out/coverage-ctest.log"
     report cpu
     ;;
   pack)
