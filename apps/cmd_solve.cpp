@@ -220,10 +220,6 @@ DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
 
 // ---- several GPUs: one process per rank ----
 
-// What one rank's figures travel as in the report's sum over ranks (slot r of a ranks x fields block).
-enum RankField { kRows, kNonzeros, kHaloIn, kHaloOut, kProblemMs, kNcclMs, kSetupMs, kSolveMs, kSums, kSumMs,
-                 kExchanges, kSentBytes, kExchangeMs, kMemoryBytes, kRankFields };
-
 // The options a rank cannot run, refused once (by the launcher, before any process starts).
 void check_rank_options(const SolveCommand& c) {
   const SolverOptions& so = c.solver;
@@ -358,17 +354,16 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
 
   // the ranks' figures, summed into rank 0's report
   const CommunicationStats st = communication_stats(*comm);
-  std::vector<double> fig(static_cast<size_t>(size) * kRankFields, 0.0);
-  double* mine = fig.data() + static_cast<size_t>(rank) * kRankFields;
-  double setup_ms = 0;
+  RankLine me;
   for (const Phase& p : solver.setup_phases())
-    if (p.name == "setup (total)") setup_ms = p.ms;
-  mine[kRows] = solver.rows(), mine[kNonzeros] = double(rank_nnz);
-  mine[kHaloIn] = double(solver.halo_entries()), mine[kHaloOut] = double(solver.send_entries());
-  mine[kProblemMs] = problem_ms, mine[kNcclMs] = nccl_ms, mine[kSetupMs] = setup_ms, mine[kSolveMs] = rep.result.solve_ms;
-  mine[kSums] = double(st.sums), mine[kSumMs] = st.sum_ms, mine[kExchanges] = double(st.exchanges);
-  mine[kSentBytes] = double(st.exchange_bytes_sent), mine[kExchangeMs] = st.exchange_ms;
-  mine[kMemoryBytes] = double(solver.device_memory_in_use());
+    if (p.name == "setup (total)") me.setup_ms = p.ms;
+  me.rows = solver.rows(), me.nnz = rank_nnz, me.halo_in = solver.halo_entries(), me.halo_out = solver.send_entries();
+  me.problem_ms = problem_ms, me.nccl_ms = nccl_ms, me.solve_ms = rep.result.solve_ms;
+  me.sums = st.sums, me.sum_ms = st.sum_ms, me.exchanges = st.exchanges;
+  me.sent_bytes = double(st.exchange_bytes_sent), me.exchange_ms = st.exchange_ms;
+  me.memory_bytes = double(solver.device_memory_in_use());
+  std::vector<double> fig(static_cast<size_t>(size) * kRankFigures, 0.0);
+  pack_rank_figures(me, fig.data() + static_cast<size_t>(rank) * kRankFigures);
   sum_over_ranks(*comm, fig);
   // x whole on rank 0 when it is written, checked or checksummed (a sum of disjoint rows)
   const bool want_x = c.output || c.verify || so.iteration.deterministic;
@@ -389,15 +384,8 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
   rep.kernel = "rank 0: " + solver.kernel(so.solver == SolverKind::cg ? 1 : k);
   rep.kernel_reason = solver.kernel_reason();
   for (int r = 0; r < size; ++r) {
-    const double* f = fig.data() + static_cast<size_t>(r) * kRankFields;
-    RankLine line;
-    line.rank = r, line.rows = int64_t(f[kRows]), line.nnz = int64_t(f[kNonzeros]);
-    line.halo_in = int64_t(f[kHaloIn]), line.halo_out = int64_t(f[kHaloOut]);
-    line.problem_ms = f[kProblemMs], line.nccl_ms = f[kNcclMs], line.setup_ms = f[kSetupMs], line.solve_ms = f[kSolveMs];
-    line.sums = int64_t(f[kSums]), line.sum_ms = f[kSumMs], line.exchanges = int64_t(f[kExchanges]);
-    line.sent_bytes = f[kSentBytes], line.exchange_ms = f[kExchangeMs], line.memory_bytes = f[kMemoryBytes];
-    rep.nnz += line.nnz;
-    rep.ranks.push_back(line);
+    rep.ranks.push_back(unpack_rank_figures(fig.data() + static_cast<size_t>(r) * kRankFigures, r));
+    rep.nnz += rep.ranks.back().nnz;
   }
   if (so.iteration.deterministic) rep.checksum = fnv1a_checksum(x_whole.data);
   if (c.verify) {

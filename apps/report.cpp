@@ -20,6 +20,21 @@ std::string fnv1a_checksum(const HostVector<double>& v) {
   return s;
 }
 
+void pack_rank_figures(const RankLine& l, double* f) {
+  const double figures[kRankFigures] = {double(l.rows), double(l.nnz), double(l.halo_in), double(l.halo_out), l.problem_ms,
+                                        l.nccl_ms, l.setup_ms, l.solve_ms, double(l.sums), l.sum_ms, double(l.exchanges),
+                                        l.sent_bytes, l.exchange_ms, l.memory_bytes};
+  std::copy(figures, figures + kRankFigures, f);
+}
+
+RankLine unpack_rank_figures(const double* f, int rank) {
+  RankLine l;
+  l.rank = rank, l.rows = int64_t(f[0]), l.nnz = int64_t(f[1]), l.halo_in = int64_t(f[2]), l.halo_out = int64_t(f[3]);
+  l.problem_ms = f[4], l.nccl_ms = f[5], l.setup_ms = f[6], l.solve_ms = f[7], l.sums = int64_t(f[8]), l.sum_ms = f[9];
+  l.exchanges = int64_t(f[10]), l.sent_bytes = f[11], l.exchange_ms = f[12], l.memory_bytes = f[13];
+  return l;
+}
+
 void print_report(const SolveReport& r) {
   const SolveResult& s = r.result;
   std::printf("\n== spcg solve: %s (%s)\n", r.name.c_str(), r.matrix.c_str());

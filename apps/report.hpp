@@ -35,6 +35,12 @@ struct SolveReport {
   std::vector<RankLine> ranks;  // several GPUs
 };
 
+// One rank's figures as they travel to rank 0: its slot of kRankFigures doubles in a ranks x kRankFigures block
+// that every rank fills at its own slot (zeros elsewhere) and sums over the ranks. Counts up to 2^53 travel exactly.
+constexpr int kRankFigures = 14;
+void pack_rank_figures(const RankLine& line, double* slot);
+RankLine unpack_rank_figures(const double* slot, int rank);
+
 void print_report(const SolveReport& r);
 std::string report_json(const SolveReport& r);
 std::string report_csv(const SolveReport& r);

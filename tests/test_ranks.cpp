@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -613,6 +614,27 @@ TEST_F(Launcher, ProgramThatCannotStartFailsWith127) {
   EXPECT_EQ(out.status, 127);
   EXPECT_NE(err.find("launcher: cannot start rank"), std::string::npos) << err;
   EXPECT_THROW(spcg::run_ranks(0, {}, how), UsageError);
+}
+
+// Out of descriptors while making the id's pipes: an error, no rank started, no descriptor left open.
+TEST_F(Launcher, PipeFailureLeavesNothingOpen) {
+  auto open_fds = [] {
+    std::vector<int> fds;
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) fds.push_back(std::stoi(e.path().filename().string()));
+    return fds;  // (the iterator's own descriptor included: the same in every call)
+  };
+  const std::vector<int> before = open_fds();
+  const int highest = *std::max_element(before.begin(), before.end());
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(highest) + 5;  // a few free numbers: fewer than the pipes need
+  const int free_numbers = highest + 5 - static_cast<int>(before.size());
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const std::string message = error_of([&] { launch(free_numbers + 10, {"*=exit:0"}); });
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_NE(message.find("launcher: pipe: "), std::string::npos) << message;
+  EXPECT_EQ(open_fds(), before);
 }
 
 TEST_F(Launcher, RefusesMoreGpusThanTheMachineShows) {

@@ -233,6 +233,40 @@ TEST(Report, CsvRowsAndQuoting) {
   EXPECT_EQ(lines[7], "column,1,,,,,max-iterations,200,3,inf");
 }
 
+// A rank's figures through the ranks x fields block rank 0 gets: each field back, whatever the other slots hold
+// (each rank fills its own slot; the block is summed over ranks).
+TEST(Report, RankFiguresTravelWhole) {
+  const spcg::SolveReport r = full_report();
+  std::vector<double> block(2 * spcg::kRankFigures, 0.0), mine(block.size(), 0.0);
+  spcg::pack_rank_figures(r.ranks[0], mine.data());
+  spcg::pack_rank_figures(r.ranks[1], block.data() + spcg::kRankFigures);
+  for (size_t i = 0; i < block.size(); ++i) block[i] += mine[i];  // the sum over ranks
+  for (int rank = 0; rank < 2; ++rank) {
+    const spcg::RankLine& want = r.ranks[static_cast<size_t>(rank)];
+    const spcg::RankLine got = spcg::unpack_rank_figures(block.data() + rank * spcg::kRankFigures, rank);
+    EXPECT_EQ(got.rank, rank);
+    EXPECT_EQ(got.rows, want.rows);
+    EXPECT_EQ(got.nnz, want.nnz);
+    EXPECT_EQ(got.halo_in, want.halo_in);
+    EXPECT_EQ(got.halo_out, want.halo_out);
+    EXPECT_EQ(got.problem_ms, want.problem_ms);
+    EXPECT_EQ(got.nccl_ms, want.nccl_ms);
+    EXPECT_EQ(got.setup_ms, want.setup_ms);
+    EXPECT_EQ(got.solve_ms, want.solve_ms);
+    EXPECT_EQ(got.sums, want.sums);
+    EXPECT_EQ(got.sum_ms, want.sum_ms);
+    EXPECT_EQ(got.exchanges, want.exchanges);
+    EXPECT_EQ(got.sent_bytes, want.sent_bytes);
+    EXPECT_EQ(got.exchange_ms, want.exchange_ms);
+    EXPECT_EQ(got.memory_bytes, want.memory_bytes);
+  }
+  spcg::RankLine big;
+  big.nnz = (int64_t{1} << 53) - 1;  // nonzeros of a huge share: exact up to 2^53
+  std::vector<double> slot(spcg::kRankFigures);
+  spcg::pack_rank_figures(big, slot.data());
+  EXPECT_EQ(spcg::unpack_rank_figures(slot.data(), 0).nnz, big.nnz);
+}
+
 // FNV-1a (64-bit) over each double's 8 bytes in memory order: the offset basis for no data, and a value
 // computed here byte by byte.
 TEST(Report, ChecksumIsFnv1aOverTheBits) {
