@@ -19,6 +19,7 @@
 #include "spcg/spcg.hpp"
 #include "spectrum.hpp"
 #include "test_util.hpp"
+#include "vector_ops.hpp"
 
 using namespace spcg;
 
@@ -822,4 +823,34 @@ TEST(Monitor, FinishDeflationHistoryAndAllDone) {
   EXPECT_TRUE(inf.observe(0, 5, std::numeric_limits<double>::infinity()));
   EXPECT_EQ(inf.status(0), ColumnStatus::non_finite);
   EXPECT_TRUE(inf.history()[0].empty()) << "no history unless asked";
+}
+
+// Kernels without a fused p'q epilogue (csr-adaptive, csr-merge) make the solvers run a separate dot: multi-cg's
+// one-column recurrence and PCG with a general M (cg and multi-cg at k = 1), each against the host.
+TEST_F(GpuSolver, KernelsWithoutAFusedDotTakeTheSeparateDot) {
+  const CsrMatrix a = poisson2d_5pt(30);
+  const DenseBlock b = random_block(a.rows, 1, 101);
+  for (const std::string kernel : {"csr-adaptive", "csr-merge"}) {
+    {
+      auto op = make_operator(kernel, a);
+      DenseBlock y(a.rows, 1, 1.0);
+      DeviceArray<double> dx(std::vector<double>(y.data.begin(), y.data.end())), dy(a.rows), res(1);
+      const ReductionWorkspace ws(reduction_blocks(a.rows), 2);
+      ASSERT_FALSE(op->apply_with_dot(dx.data(), dy.data(), ws.sink(res.data()), 0)) << kernel << " fuses now: pick another kernel";
+    }
+    const auto r = run("multi-cg", a, b, options(1e-9), kernel);
+    expect_matches_eigen(a, b, r.x, r.result, 1e-9, true, "multi-cg k=1 " + kernel);
+    bool separate_dot = false;
+    for (const KernelStat& ks : r.result.kernels) separate_dot |= ks.name == "dot" && ks.calls > 0;
+    EXPECT_TRUE(separate_dot) << kernel << ": no separate dot ran";
+    for (const SolverKind solver : {SolverKind::cg, SolverKind::multi_cg}) {
+      SolverOptions so;
+      so.solver = solver, so.kernel = kernel, so.precond = Preconditioner::chebyshev, so.iteration.stop.rtol = 1e-9;
+      Solver s(a, so);
+      DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+      const SolveResult rs = s.solve(RhsKind::random, 1, 101, x);
+      EXPECT_TRUE(rs.all_converged()) << kernel << " " << name_of(solver);
+      expect_true_residual(a, b, x, 1e-9, kernel + " chebyshev " + name_of(solver));
+    }
+  }
 }
