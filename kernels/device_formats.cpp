@@ -4,10 +4,6 @@
 
 namespace spcg {
 
-double elapsed_ms(const std::chrono::steady_clock::time_point& start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
 namespace {
 template <class T, class Alloc>
 DeviceArray<T> up(const std::vector<T, Alloc>& h, const char* what, SetupInfo& info) {
@@ -24,7 +20,7 @@ DeviceCsr upload_csr(const CsrMatrix& a, SetupInfo& info) {
   d.row_ptr = up(a.row_ptr, "CSR row pointers", info);
   d.col_idx = up(a.col_idx, "CSR column indices", info);
   d.values = up(a.values, "CSR values", info);
-  info.upload_ms += elapsed_ms(t0);
+  info.upload_ms += ms_since(t0);
   return d;
 }
 
@@ -35,7 +31,7 @@ DeviceCoo upload_coo(const CooMatrix& c, SetupInfo& info) {
   d.row_idx = up(c.row_idx, "COO row indices", info);
   d.col_idx = up(c.col_idx, "COO column indices", info);
   d.values = up(c.values, "COO values", info);
-  info.upload_ms += elapsed_ms(t0);
+  info.upload_ms += ms_since(t0);
   return d;
 }
 
@@ -45,7 +41,7 @@ DeviceEll upload_ell(const EllMatrix& e, SetupInfo& info) {
   d.rows = e.rows, d.cols = e.cols, d.width = e.width;
   d.col_idx = up(e.col_idx, "ELL column indices", info);
   d.values = up(e.values, "ELL values", info);
-  info.upload_ms += elapsed_ms(t0);
+  info.upload_ms += ms_since(t0);
   return d;
 }
 
@@ -60,7 +56,7 @@ DeviceSell upload_sell(const SellMatrix& s, SetupInfo& info) {
   d.col_idx = up(s.col_idx, "SELL column indices", info);
   d.values = up(s.values, "SELL values", info);
   d.stored = s.stored();
-  info.upload_ms += elapsed_ms(t0);
+  info.upload_ms += ms_since(t0);
   return d;
 }
 

@@ -5,6 +5,7 @@
 #include "device_array.hpp"
 #include "formats.hpp"
 #include "linear_operator.hpp"
+#include "timing.hpp"
 
 namespace spcg {
 
@@ -45,7 +46,5 @@ DeviceCsr upload_csr(const CsrMatrix& a, SetupInfo& info);
 DeviceCoo upload_coo(const CooMatrix& c, SetupInfo& info);
 DeviceEll upload_ell(const EllMatrix& e, SetupInfo& info);
 DeviceSell upload_sell(const SellMatrix& s, SetupInfo& info);
-// Milliseconds since `start` (host clock), for setup phases.
-double elapsed_ms(const std::chrono::steady_clock::time_point& start);
 
 }  // namespace spcg

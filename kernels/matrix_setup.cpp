@@ -19,7 +19,7 @@ std::shared_ptr<const DeviceDia> shared_dia(const MatrixSetup& m, const std::str
                                             SetupInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const DeviceDia> d = m.dia(kernel, max_fill, max_diagonals, allow_symmetric, stride_multiple);
-  info.convert_ms = elapsed_ms(t0);
+  info.convert_ms = ms_since(t0);
   const std::string all = std::to_string(m.stats().distinct_diagonals);
   info.format = d->symmetric ? "dia-sym-" + std::to_string(d->diagonals) + "of" + all : "dia-" + all;
   info.device_bytes = static_cast<int64_t>(d->values.bytes() + d->offsets.bytes());
@@ -63,7 +63,7 @@ const std::shared_ptr<const DeviceCsr>& MatrixSetup::device_csr() const {
     uploader_->copy(d->values.data(), host.values.data(), d->values.bytes());
     uploader_->finish();
     device_ = std::move(d);
-    times_.upload_ms += elapsed_ms(t0);
+    times_.upload_ms += ms_since(t0);
   }
   return device_;
 }
@@ -74,7 +74,7 @@ const MatrixStats& MatrixSetup::stats() const {
     const auto t0 = std::chrono::steady_clock::now();
     const StatsTotals totals = device_stats_totals(a, diagonal_seen_);
     stats_ = std::make_unique<MatrixStats>(finish_stats(totals, a.rows, a.cols, a.nnz, duplicates_summed_));
-    times_.statistics_ms += elapsed_ms(t0);
+    times_.statistics_ms += ms_since(t0);
   }
   return *stats_;
 }
@@ -94,7 +94,7 @@ std::shared_ptr<const DeviceDia> MatrixSetup::dia(const std::string& kernel, dou
     const auto t0 = std::chrono::steady_clock::now();
     slot = std::make_shared<const DeviceDia>(
         device_dia(*device_csr(), diagonal_seen_, st.distinct_diagonals, allow_symmetric, stride_multiple));
-    times_.conversion_ms += elapsed_ms(t0);
+    times_.conversion_ms += ms_since(t0);
   }
   return slot;
 }

@@ -23,13 +23,10 @@
 #include "nvtx.hpp"
 #include "registry.hpp"
 #include "spectrum.hpp"
+#include "timing.hpp"
 
 namespace spcg {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Coarsening that leaves more than this fraction of the rows has stalled (a level of isolated nodes, e.g.).
 constexpr double kStalledCoarsening = 0.85;

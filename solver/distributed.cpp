@@ -10,14 +10,12 @@
 #include "blas1.hpp"
 #include "nvtx.hpp"
 #include "preconditioner.hpp"
+#include "setup_rules.hpp"
 #include "solver.hpp"
+#include "timing.hpp"
 
 namespace spcg {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // This rank's rows, checked on the device (the local block's statistics) and, for the few halo entries, on the
 // host: finite values; unless check_matrix is off, a symmetric diagonal block (a principal block of a
@@ -70,10 +68,7 @@ RankSolver::RankSolver(RankBlocks blocks, int32_t global_rows, Communicator& com
   if (const std::string why = several_gpus_refusal(options); !why.empty()) throw UsageError(why);
   const auto t0 = std::chrono::steady_clock::now();
   NvtxRange range("setup");
-  OperatorOptions oo;
-  oo.deterministic = options.iteration.deterministic;
-  oo.autotune = !oo.deterministic;  // a timed trial may pick another kernel (another sum order) on another run
-  oo.expected_k = options.solver == SolverKind::cg ? 1 : std::max(1, options.expected_columns);
+  const OperatorOptions oo = operator_options(options);
   s.op = std::make_unique<DistributedOperator>(std::move(blocks), comm, oo);  // uploads, statistics, kernel
   const double op_ms = ms_since(t0);
   check_rank_rows(*s.op, options);
@@ -84,8 +79,7 @@ RankSolver::RankSolver(RankBlocks blocks, int32_t global_rows, Communicator& com
     s.jacobi = make_preconditioner(Preconditioner::jacobi, options.precond_options, in);
   }
   const double pc_ms = ms_since(t_pc);
-  const bool timed = options.timing == KernelTiming::kernels ||
-                     (options.timing == KernelTiming::automatic && global_rows >= 200000);
+  const bool timed = times_each_kernel(options, global_rows);
   s.options.iteration.time_kernels = timed;
   comm.set_timing(timed);
   s.phases = {{"operator (local + halo)", op_ms}, {"preconditioner", pc_ms}, {"setup (total)", ms_since(t0)}};

@@ -16,13 +16,10 @@
 #include "spectrum.hpp"
 #include "thrust_ops.hpp"
 #include "vector_ops.hpp"
+#include "timing.hpp"
 
 namespace spcg {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::string format(const char* fmt, double a, double b = 0) {
   char buf[160];

@@ -18,15 +18,13 @@
 #include "matrix_setup.hpp"
 #include "nvtx.hpp"
 #include "registry.hpp"
+#include "setup_rules.hpp"
 #include "solver.hpp"
 #include "spcg/spcg.hpp"
+#include "timing.hpp"
 
 namespace spcg {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Refuses a matrix CG cannot solve, naming the first offending row (check_matrix = false lets a non-symmetric
 // or non-positive-diagonal matrix through; the solver then reports the breakdown). MatrixRefusedError says which.
@@ -104,10 +102,7 @@ struct Solver::Impl {
     const MatrixStats& st = setup->stats();  // uploads the CSR, then one pass on the device
     check_matrix(st, options);
     check_device_memory(setup->rows(), setup->nnz(), std::max(1, options.expected_columns), options.solver);
-    OperatorOptions oo;
-    oo.deterministic = options.iteration.deterministic;
-    oo.autotune = !oo.deterministic;  // a timed trial may pick another kernel (another sum order) on another run
-    oo.expected_k = options.solver == SolverKind::cg ? 1 : std::max(1, options.expected_columns);
+    const OperatorOptions oo = operator_options(options);
     const auto t_op = std::chrono::steady_clock::now();
     op = make_operator(options.kernel, *setup, oo);
     const double operator_ms = ms_since(t_op);
@@ -141,8 +136,7 @@ struct Solver::Impl {
 
   SolveOptions iteration_options() const {
     SolveOptions o = options.iteration;
-    o.time_kernels = options.timing == KernelTiming::kernels ||
-                     (options.timing == KernelTiming::automatic && setup->rows() >= 200000);
+    o.time_kernels = times_each_kernel(options, setup->rows());
     return o;
   }
 

@@ -51,7 +51,7 @@ RowPieces setup_row_pieces(const MatrixSetup& m, int max_entries, int max_column
                            std::shared_ptr<const DeviceCsr>& csr, SetupInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   RowPieces pieces(m.host(), max_entries, max_columns);
-  info.convert_ms = elapsed_ms(t0);
+  info.convert_ms = ms_since(t0);
   info.reason = std::to_string(pieces.split_rows) + " rows split into " + std::to_string(pieces.slots) + " pieces";
   csr = shared_csr(m, info);
   info.format = "csr+split";

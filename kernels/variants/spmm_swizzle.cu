@@ -38,7 +38,7 @@ class SpmmSwizzle final : public SpmmOperator {
     std::vector<int32_t> order(a.rows);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return a.row_length(x) > a.row_length(y); });
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     info_.format = "csr+swizzle";
     csr_ = shared_csr(m, info_);
     order_ = DeviceArray<int32_t>(order, "row swizzle order");

@@ -62,7 +62,7 @@ class Coo final : public SpmvOperator {
     const auto t0 = std::chrono::steady_clock::now();
     const CsrMatrix& a = m.host();
     CooMatrix c = csr_to_coo(a);
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     info_.format = "coo";
     coo_ = upload_coo(c, info_);
     ws_ = make_coo_workspace(coo_.nnz);

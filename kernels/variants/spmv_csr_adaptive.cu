@@ -102,7 +102,7 @@ class CsrAdaptive final : public SpmvOperator {
     const auto t0 = std::chrono::steady_clock::now();
     const CsrMatrix& a = m.host();
     const RowBinning bins = make_row_blocks(a.row_ptr.data(), a.rows);
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     info_.format = "csr+rowblocks";
     blocks_ = static_cast<int>(bins.blocks.size());
     info_.reason = std::to_string(blocks_) + " row blocks, " + std::to_string(bins.slots.size()) + " long rows in " +

@@ -104,7 +104,7 @@ class CsrMerge final : public SpmvOperator {
     tiles_ = (total + CsrMergeTuning::tile_items - 1) / CsrMergeTuning::tile_items;
     std::vector<int2> coords(tiles_ + 1);
     for (int64_t t = 0; t <= tiles_; ++t) coords[t] = merge_path_search(std::min(t * CsrMergeTuning::tile_items, total), a);
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     info_.format = "csr+mergepath";
     csr_ = shared_csr(m, info_);
     coords_ = DeviceArray<int2>(coords, "merge-path tile coordinates");

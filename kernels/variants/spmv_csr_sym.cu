@@ -126,7 +126,7 @@ class CsrSym final : public SpmvOperator {
     const CsrMatrix& a = m.host();
     const SymmetricCsr s = csr_to_symmetric(a);  // FormatRefused unless A == A' exactly
     const RowBinning bins = make_row_blocks(s.upper.row_ptr.data(), s.upper.rows);
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     upper_nnz_ = s.upper.nnz();
     info_.format = "csr-sym";
     blocks_ = static_cast<int>(bins.blocks.size());
@@ -136,7 +136,7 @@ class CsrSym final : public SpmvOperator {
     const auto t1 = std::chrono::steady_clock::now();
     diag_ = DeviceArray<double>(s.diagonal, "csr-sym diagonal");
     blocks_dev_ = DeviceArray<RowBlock>(bins.blocks, "csr-sym row blocks");
-    info_.upload_ms += elapsed_ms(t1);
+    info_.upload_ms += ms_since(t1);
     info_.device_bytes += static_cast<int64_t>(diag_.bytes() + blocks_dev_.bytes());
   }
   std::string name() const override { return "csr-sym"; }

@@ -42,7 +42,7 @@ class Ell final : public SpmvOperator {
     check_format_fill("ell", double(st.rows) * st.row_max, st.nnz, EllTuning::max_fill);
     const auto t0 = std::chrono::steady_clock::now();
     ell_ = device_ell(*m.device_csr(), st.row_max);
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     info_.format = "ell-" + std::to_string(ell_.width);
     info_.device_bytes = static_cast<int64_t>(ell_.col_idx.bytes() + ell_.values.bytes());
   }

@@ -16,7 +16,7 @@ class Hyb final : public SpmvOperator {
     // development machine).
     const auto t0 = std::chrono::steady_clock::now();
     DeviceHyb h = device_hyb(*m.device_csr(), m.stats().row_max);
-    info_.convert_ms = elapsed_ms(t0);
+    info_.convert_ms = ms_since(t0);
     ell_ = std::move(h.ell);
     coo_ = std::move(h.coo);
     info_.format = "hyb-ell" + std::to_string(ell_.width) + "+coo" + std::to_string(coo_.nnz);

@@ -57,12 +57,12 @@ class Sell final : public SpmvOperator {
     info_.format = "sell-32-" + std::to_string(sigma);
     if (sigma == 1) {  // rows in order: built on the device from the shared CSR
       sell_ = device_sell32(*m.device_csr(), SellTuning::max_fill);
-      info_.convert_ms = elapsed_ms(t0);
+      info_.convert_ms = ms_since(t0);
       info_.device_bytes = static_cast<int64_t>(sell_.slice_ptr.bytes() + sell_.slice_width.bytes() +
                                                 sell_.col_idx.bytes() + sell_.values.bytes());
     } else {  // rows sorted in windows: the host layout
       SellMatrix s = csr_to_sell(m.host(), SellTuning::slice_height, sigma, SellTuning::max_fill);
-      info_.convert_ms = elapsed_ms(t0);
+      info_.convert_ms = ms_since(t0);
       permuted_ = !s.perm.empty();
       sell_ = upload_sell(s, info_);
     }
