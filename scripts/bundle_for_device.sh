@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 mkdir -p "$tmp/build/apps" "$tmp/build/tests" .devdata
 find build/apps -maxdepth 1 -type f -executable -exec cp {} "$tmp/build/apps/" \;
-find build/tests -maxdepth 1 -type f -executable -name 'test_*' -exec cp {} "$tmp/build/tests/" \;
+find build/tests -maxdepth 1 -type f -executable \( -name 'test_*' -o -name 'fake_*' \) -exec cp {} "$tmp/build/tests/" \;
 strip "$tmp"/build/apps/* "$tmp"/build/tests/*
 [ -d ../shared/matrices ] && cp -r ../shared/matrices "$tmp/matrices"
 rm -f .devdata/bundle.tgz

@@ -16,10 +16,12 @@ summary=()
 export SPCG_SOURCE_DIR="$(pwd)" SPCG_BINARY="$(pwd)/build/apps/spcg"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/device.txt" 2>&1 || true
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  for t in matrix_market sparse cli kernels solvers api precond comm; do
-    build/tests/test_$t --gtest_brief=1 > "$out/test_$t.log" 2>&1
+  for bin in build/tests/test_*; do  # every suite there is (GPU tests included)
+    [ -x "$bin" ] || continue
+    t=$(basename "$bin")
+    "$bin" --gtest_brief=1 > "$out/$t.log" 2>&1
     rc=$?
-    summary+=("test_$t: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/test_$t.log" | tr '\n' ' ')")
+    summary+=("$t: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | tr '\n' ' ')")
   done
   # memcheck on the kernel tests: synthetic edge cases for every kernel, plus the fused-dot test.
   compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_kernels --gtest_brief=1 \
