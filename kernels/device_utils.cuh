@@ -43,21 +43,29 @@ __device__ __forceinline__ double block_sum(double v) {
   return v;
 }
 
+// The handshake that ends a fused reduction (the CUDA samples' threadFenceReduction): every thread makes the
+// partials it wrote visible device-wide, then thread 0 counts the block in; true (for the whole block) in the
+// block that arrives last, which may then read every block's partials. The fence is every writer's own: a
+// fence by thread 0 alone orders only thread 0's writes, and the column sums are written by up to 2k threads
+// of several warps. The caller resets *counter to zero when it is done.
+__device__ __forceinline__ bool last_block_arrives(unsigned* counter) {
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!is_last) return false;
+  __threadfence();
+  return true;
+}
+
 // Every thread of every block calls this once with its contribution. Block sums go to partials[blockIdx.x];
 // the last block to arrive sums the partials in index order (deterministic) into *result and resets the counter.
 // add: *result += the sum (a second part of one dot, after the kernel that wrote the first).
 __device__ __forceinline__ void dot_epilogue(const DotSink& sink, double v, bool add = false) {
-  __shared__ bool is_last;
   v = block_sum(v);
-  if (threadIdx.x == 0) {
-    sink.partials[blockIdx.x] = v;
-    __threadfence();
-    const unsigned done = atomicAdd(sink.counter, 1u);
-    is_last = done == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
+  if (threadIdx.x == 0) sink.partials[blockIdx.x] = v;
+  if (!last_block_arrives(sink.counter)) return;
   double s = 0;
   // four independent loads in flight per pass (the combine is on the critical path of every fused kernel)
   for (unsigned b0 = threadIdx.x; b0 < gridDim.x; b0 += 4 * blockDim.x) {

@@ -40,19 +40,12 @@ __global__ void scale_kernel(double beta, double* __restrict__ y, size_t count) 
 // Block sums of W values (thread 0 gets them), then the last block combines partials in order into out[0..W).
 template <int W>
 __device__ bool multi_epilogue(double* partials, unsigned* counter, double (&v)[W], double* out) {
-  __shared__ bool is_last;
 #pragma unroll
   for (int w = 0; w < W; ++w) {
     const double s = dev::block_sum(v[w]);
     if (threadIdx.x == 0) partials[blockIdx.x * W + w] = s;
   }
-  if (threadIdx.x == 0) {
-    __threadfence();
-    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!is_last) return false;
-  __threadfence();
+  if (!dev::last_block_arrives(counter)) return false;
 #pragma unroll
   for (int w = 0; w < W; ++w) {
     double s = 0;
@@ -270,20 +263,13 @@ __global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const doub
 template <int MaxK>
 __device__ bool column_epilogue(double* partials, unsigned* counter, int k, double* smem, double* out) {
   // smem holds blockDim.x values; thread t contributed to column t % k (blockDim.x is a multiple of k).
-  __shared__ bool is_last;
   __syncthreads();
   if (threadIdx.x < k) {
     double sum = 0;
     for (int t = threadIdx.x; t < blockDim.x; t += k) sum += smem[t];
     partials[int64_t{blockIdx.x} * k + threadIdx.x] = sum;
   }
-  if (threadIdx.x == 0) {
-    __threadfence();
-    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!is_last) return false;
-  __threadfence();
+  if (!dev::last_block_arrives(counter)) return false;
   if (threadIdx.x < k) {
     double sum = 0;
     for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * k + threadIdx.x);
@@ -313,7 +299,6 @@ __global__ void column_dots_kernel(int64_t n, int k, const double* __restrict__ 
 // caller resets *counter when done with it.
 __device__ bool two_column_totals(int k, double v1, double v2, double* smem, double* partials, unsigned* counter,
                                   double* red) {
-  __shared__ bool is_last;
   double* s1 = smem;
   double* s2 = smem + blockDim.x;
   s1[threadIdx.x] = v1;
@@ -325,13 +310,7 @@ __device__ bool two_column_totals(int k, double v1, double v2, double* smem, dou
     for (int t = threadIdx.x % k; t < blockDim.x; t += k) sum += src[t];
     partials[int64_t{blockIdx.x} * 2 * k + threadIdx.x] = sum;
   }
-  if (threadIdx.x == 0) {
-    __threadfence();
-    is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!is_last) return false;
-  __threadfence();
+  if (!dev::last_block_arrives(counter)) return false;
   if (threadIdx.x < 2 * k) {
     double sum = 0;
     for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + int64_t{b} * 2 * k + threadIdx.x);
