@@ -88,14 +88,13 @@ class AutoOperator final : public LinearOperator {
     else if (spmv.front() == "dia") spmm = {"spmm-dia-runs", "spmm-dia", "spmm-cwm"};
     else spmm = {"spmm-cwm", "spmm-crc"};
     expected_k_ = std::max(1, o.expected_k);
-    // Lanes over entries wins on long or skewed rows at small k and loses on short regular ones: timed.
-    if (spmv.front() != "dia" && expected_k_ <= 16) spmm.push_back("spmm-vector");
+    // Lanes over entries wins on long or skewed rows at small k and loses on short regular ones: timed, up to
+    // the width its entry allows.
+    if (spmv.front() != "dia" && expected_k_ <= find_kernel("spmm-vector")->auto_max_k) spmm.push_back("spmm-vector");
     if (o.device_layouts_only) {
-      const std::vector<std::string> device_built = {"dia", "csr-vector", "csr-scalar", "spmm-dia-runs", "spmm-dia",
-                                                     "spmm-cwm", "spmm-crc"};
       auto keep = [&](std::vector<std::string>& list) {
         list.erase(std::remove_if(list.begin(), list.end(), [&](const std::string& n) {
-                     return std::find(device_built.begin(), device_built.end(), n) == device_built.end();
+                     return find_kernel(n)->layout != LayoutBuilt::on_device;
                    }), list.end());
       };
       keep(spmv), keep(spmm);

@@ -12,12 +12,19 @@
 namespace spcg {
 
 enum class KernelFamily { spmv, spmm, baseline };
+// Where a kernel's layout is made from the shared CSR: on the device (DIA's stripes, the CSR kernels, which
+// need no layout), or on the host (SELL's slices, row blocks, COO, ...: a matrix made on the device, as AMG's
+// levels are, would first be downloaded).
+enum class LayoutBuilt { on_device, on_host };
 
+// A kernel and its capabilities, as fields (auto and the tests read them; no list of names elsewhere).
 struct KernelEntry {
   std::string name;
   KernelFamily family;
   std::string description;
   std::function<std::unique_ptr<LinearOperator>(const MatrixSetup&, const OperatorOptions&)> make;
+  LayoutBuilt layout = LayoutBuilt::on_host;
+  int auto_max_k = 0;  // auto short-lists it for block widths up to this (0: any width)
 };
 
 const std::vector<KernelEntry>& kernel_registry();
