@@ -745,6 +745,35 @@ TEST(Cli, SeveralGpus) {
 
 // ---- on a GPU ----
 
+// Two MPI ranks (Open MPI's variables) meet at the default rendezvous file: rank 1 gets rank 0's id from it (it
+// never times out waiting), and no file is left, whatever NCCL then says. Both ranks see the one GPU 0, so
+// NCCL refuses the pair on any machine (two ranks on one device) and each ends with one line, exit 1.
+TEST(Cli, GpuMpiRanksMeetThroughThePrivateRendezvousFile) {
+  SPCG_REQUIRE_GPU();
+  TempDir dir;
+  auto rank = [&](int r) {
+    const std::string log = dir.file("rank" + std::to_string(r));
+    return "(timeout 120 " +
+           spcg_with("CUDA_VISIBLE_DEVICES=0 OMPI_COMM_WORLD_SIZE=2 OMPI_MCA_ess_base_jobid=4711 TMPDIR=" + dir.path().string() +
+                     " OMPI_COMM_WORLD_RANK=" + std::to_string(r)) +
+           " solve --generate poisson2d:64 --precond jacobi > " + log + ".log 2>&1; echo $? > " + log + ".rc)";
+  };
+  shell(rank(0) + " & " + rank(1) + " & wait");
+  const std::string folder = dir.file("spcg-" + std::to_string(geteuid()));
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = read_text(dir.file("rank" + std::to_string(r) + ".log"));
+    const int rc = std::stoi(read_text(dir.file("rank" + std::to_string(r) + ".rc")));
+    EXPECT_NE(rc, 124) << "rank " << r << " hung:\n" << log;
+    EXPECT_NE(rc, 0) << log;
+    EXPECT_NE(log.find("spcg solve: rank " + std::to_string(r) + " of 2: error: "), std::string::npos) << log;
+    EXPECT_EQ(log.find("no NCCL id from rank 0"), std::string::npos) << log;
+  }
+  struct stat st {};
+  ASSERT_EQ(lstat(folder.c_str(), &st), 0) << folder;
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_FALSE(fs::exists(folder + "/nccl-4711.id"));
+}
+
 // The preconditioner in the report: AMG's level table and phases (text and JSON), auto's reason; bad options
 // and the host backend's refusal are usage errors.
 TEST(Cli, PreconditionerReportAndOptions) {
