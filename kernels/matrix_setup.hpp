@@ -31,9 +31,10 @@ std::shared_ptr<const DeviceDia> shared_dia(const MatrixSetup& m, const std::str
 
 class MatrixSetup {
  public:
-  // From a host CSR, held by reference (it must outlive the setup, not the operators built from it).
-  // Implicit on purpose: a factory given a plain CsrMatrix builds from a setup of its own.
-  MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed = 0);  // NOLINT(google-explicit-constructor)
+  // From a host CSR, held by reference: it must outlive the setup (not the operators built from it). A
+  // temporary is refused at compile time; make_operator(name, CsrMatrix) builds from a setup of its own.
+  explicit MatrixSetup(const CsrMatrix& host, int64_t duplicates_summed = 0);
+  MatrixSetup(const CsrMatrix&& host, int64_t duplicates_summed = 0) = delete;
   // From a CSR already on the device (the library's device input): the host copy is downloaded only when a
   // layout built on the host asks for it.
   explicit MatrixSetup(std::shared_ptr<const DeviceCsr> device, int64_t duplicates_summed = 0);

@@ -65,4 +65,9 @@ std::unique_ptr<LinearOperator> make_operator(const std::string& name, const Mat
   return e->make(a, o);
 }
 
+std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a, const OperatorOptions& o) {
+  const MatrixSetup setup(a);
+  return make_operator(name, setup, o);
+}
+
 }  // namespace spcg

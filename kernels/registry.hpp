@@ -35,6 +35,9 @@ const KernelEntry* find_kernel(const std::string& name);
 // several calls uploads the matrix once; a plain CsrMatrix gets a setup of its own.
 std::unique_ptr<LinearOperator> make_operator(const std::string& name, const MatrixSetup& a,
                                               const OperatorOptions& options = {});
+// The same from a host CSR, through a setup of its own for this call (the operator keeps what it uploads).
+std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a,
+                                              const OperatorOptions& options = {});
 
 // Auto-selection (auto_select.cpp): short list from statistics, optionally timed trials.
 std::unique_ptr<LinearOperator> make_auto_operator(const MatrixSetup& a, const OperatorOptions& options);
