@@ -26,7 +26,8 @@ out="$root/out/coverage"
 report() {  # $1: name of the report (cpu / all)
   mkdir -p "$out"
   command -v gcovr >/dev/null || { apt-get install -y -qq gcovr >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq gcovr >/dev/null); }
-  local common=(-r "$root" --object-directory "$bdir" --gcov-ignore-parse-errors -e "$root/tests/" -e "$root/build.*")
+  # the coverage build's folder as the search path: other build folders of the checkout hold counts of their own
+  local common=(-r "$root" "$bdir" --object-directory "$bdir" --gcov-ignore-parse-errors -e "$root/tests/" -e "$root/build.*")
   gcovr "${common[@]}" --json "$out/$1.json" >/dev/null 2>"$out/$1.gcovr-warnings.log"
   {
     echo "line coverage ($1 suite$( [ "$1" = all ] && echo 's, CPU + GPU' ), $(date -u +%F), commit $(git rev-parse --short HEAD))"

@@ -18,6 +18,7 @@
 #include "error.hpp"
 #include "host_memory.hpp"
 #include "matrix_market.hpp"
+#include "timing.hpp"
 
 namespace spcg::mm {
 
@@ -36,9 +37,6 @@ struct TwoPassTuning {
   static constexpr int min_threads = 6;
 };
 
-inline double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // ---- The text (mm_input.cpp) ----
 

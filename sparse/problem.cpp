@@ -6,12 +6,9 @@
 
 #include "error.hpp"
 #include "generators.hpp"
+#include "timing.hpp"
 
 namespace spcg {
-
-static double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 Problem load_problem(const std::string& src, const ReadOptions& read, bool with_stats) {
   Problem p;
