@@ -598,6 +598,12 @@ TEST_F(GpuPrecond, AutoTakesAmgWhereTheTrialPredictsManyIterations) {
 // free), not a crash or a CUDA error; the memory is usable again afterwards.
 TEST_F(GpuPrecond, AmgOutOfMemoryIsAClearError) {
   const CsrMatrix a = generate("poisson3d:64");  // A P alone needs ~85 MB
+  // The same setup once with memory to spare: CUDA loads each kernel on its first launch (lazy loading), which
+  // itself needs device memory; in a fresh process (ctest runs each test alone) that first launch inside the
+  // 48 MiB left below failed as a launch error (CudaError, out of memory, at amg_kernels.cu) instead of the
+  // allocation this test is about.
+  { const Built warm = build(a, Preconditioner::amg); }
+  release_idle_device_memory();
   {
     Built b = build(a, Preconditioner::jacobi);  // the matrix and its operator first
     const size_t keep = size_t{48} << 20;
@@ -978,5 +984,27 @@ TEST_F(GpuPrecond, AmgWideRowsGoToTheLibraryProduct) {
   expect_true_residual(a, random_block(a.rows, 1, 13), x, so.iteration.stop.rtol, "hub and chain");
 }
 
+
+
+// auto on a large, easy system (a 3D Laplacian with 100 added to its diagonal, not constant: kappa ~1.1): the
+// 40-iteration Jacobi-CG trial already reaches rtol, so Jacobi is taken without an extrapolation, and says so;
+// the solve with it converges, checked on the host.
+TEST_F(GpuPrecond, AutoTakesJacobiWhenTheTrialReachesRtol) {
+  CsrMatrix a = generate("poisson3d:47");  // 103823 rows: above auto's AMG size
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p)
+      if (a.col_idx[p] == i) a.values[p] += 100.0 + 0.5 * (i % 3);
+  SolverOptions so;
+  so.precond = Preconditioner::automatic;
+  Solver s(a, so);
+  ASSERT_NE(s.preconditioner(), nullptr);
+  EXPECT_EQ(s.preconditioner()->kind, Preconditioner::jacobi) << s.preconditioner()->reason;
+  EXPECT_NE(s.preconditioner()->reason.find("a 40-iteration Jacobi-CG trial reached rtol"), std::string::npos)
+      << s.preconditioner()->reason;
+  DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+  const SolveResult r = s.solve(RhsKind::random, 1, 5, x);
+  EXPECT_TRUE(r.all_converged());
+  expect_true_residual(a, random_block(a.rows, 1, 5), x, so.iteration.stop.rtol, "easy auto");
+}
 
 }  // namespace
