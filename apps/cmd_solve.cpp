@@ -24,15 +24,12 @@
 #include "ranks.hpp"
 #include "spcg/distributed.hpp"
 #include "spcg/spcg.hpp"
+#include "timing.hpp"
 
 namespace po = boost::program_options;
 
 namespace spcg {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path);
@@ -62,6 +59,17 @@ E option_value(const po::variables_map& vm, const char* flag) {
   const std::string given = vm[flag].as<std::string>();
   if (const std::optional<E> v = parse_option<E>(given)) return *v;
   throw UsageError(std::string("--") + flag + " must be " + option_names<E>() + ", got '" + given + "'");
+}
+
+// The names of the values of E that run on several GPUs ("none or jacobi"), from the library's capabilities.
+template <class E>
+std::string several_gpus_names() {
+  std::vector<const char*> names;
+  for (const auto& [v, n] : OptionNames<E>::list)
+    if (runs_on_several_gpus(v)) names.push_back(n);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return s;
 }
 
 // Returns nullopt after printing the help.
@@ -123,8 +131,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("backend", po::value<std::string>()->default_value("auto"), "gpu | host | auto (gpu when a CUDA device exists)")
       ("threads", po::value<int>()->default_value(0), "threads reading the matrix file (0: all cores)")
       ("gpus", po::value<int>()->default_value(1),
-       "solve on N GPUs of this machine, one process each (NCCL); cg, multi-cg or block-cg with none or jacobi. "
-       "Under mpirun / srun each process is a rank by itself")
+       ("solve on N GPUs of this machine, one process each (NCCL); " + several_gpus_names<SolverKind>() + " with " +
+        several_gpus_names<Preconditioner>() + ". Under mpirun / srun each process is a rank by itself").c_str())
       ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: spcg-<uid>/ in $TMPDIR or /tmp, named after the "
        "job; written owner-only, removed once every rank has read it)")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
@@ -220,14 +228,10 @@ DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
 
 // ---- several GPUs: one process per rank ----
 
-// The options a rank cannot run, refused once (by the launcher, before any process starts).
+// The options a rank cannot run, refused once (by the launcher, before any process starts) in the library's
+// words: what runs on several GPUs is declared there (several_gpus_refusal).
 void check_rank_options(const SolveCommand& c) {
-  const SolverOptions& so = c.solver;
-  if (so.precond != Preconditioner::none && so.precond != Preconditioner::jacobi)
-    throw UsageError(std::string("several GPUs: --precond none or jacobi (") + name_of(so.precond) + " is not distributed)");
-  if (so.kernel != "auto") throw UsageError("several GPUs: --kernel auto (each rank picks its local block's kernel)");
-  if (so.backend == Backend::host) throw UsageError("several GPUs: --backend host makes no sense");
-  if (so.iteration.vector_ops != VectorOps::fused) throw UsageError("several GPUs: --vector-ops fused");
+  if (const std::string why = several_gpus_refusal(c.solver); !why.empty()) throw UsageError(why);
 }
 
 // --gpus N from the raw arguments (the launcher decides before CUDA starts); 1 when absent or unreadable (the

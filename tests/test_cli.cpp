@@ -663,14 +663,14 @@ TEST(Cli, RankEnvironmentErrorsAreUsageErrors) {
   EXPECT_NE(o.output.find("rank 1 of 2: --gpus 3, but Open MPI (OMPI_COMM_WORLD_*) started 2 ranks"), std::string::npos) << o.output;
   o = shell(mpi + "--precond chebyshev");
   EXPECT_EQ(o.code, 2) << o.output;
-  EXPECT_NE(o.output.find("rank 1 of 2: several GPUs: --precond none or jacobi (chebyshev is not distributed)"), std::string::npos)
+  EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the preconditioner is none or jacobi (chebyshev is not distributed)"), std::string::npos)
       << o.output;
   o = shell(mpi + "--backend host");
   EXPECT_EQ(o.code, 2) << o.output;
-  EXPECT_NE(o.output.find("--backend host makes no sense"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the backend is gpu"), std::string::npos) << o.output;
   o = shell(mpi + "--vector-ops thrust");
   EXPECT_EQ(o.code, 2) << o.output;
-  EXPECT_NE(o.output.find("several GPUs: --vector-ops fused"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("on several GPUs the vector operations are fused (thrust"), std::string::npos) << o.output;
   o = shell(mpi);  // no job id to name the rendezvous file after
   EXPECT_EQ(o.code, 2) << o.output;
   EXPECT_NE(o.output.find("give --rendezvous FILE"), std::string::npos) << o.output;
@@ -720,8 +720,8 @@ TEST(Cli, RankWithoutGpuFailsCleanly) {
 // starts them (its variables) solves and reports per rank; two ranks forced onto one GPU fail in NCCL's start
 // and the launcher ends the job with one line naming the rank and a non-zero status, no hang.
 TEST(Cli, SeveralGpus) {
-  expect("solve --generate poisson2d:8 --gpus 2 --precond amg", 2, "several GPUs: --precond none or jacobi");
-  expect("solve --generate poisson2d:8 --gpus 2 --kernel csr-vector", 2, "several GPUs: --kernel auto");
+  expect("solve --generate poisson2d:8 --gpus 2 --precond amg", 2, "on several GPUs the preconditioner is none or jacobi (amg is not distributed)");
+  expect("solve --generate poisson2d:8 --gpus 2 --kernel csr-vector", 2, "on several GPUs the kernel is auto");
   expect("solve --generate poisson2d:8 --gpus 0", 2, "--gpus must be between 1 and 1024");
   expect("solve --generate poisson2d:8 --gpus 2 --tol -1", 2, "--tol and --atol must be finite");  // checked once, by the launcher
   expect("solve --gpus 2 --help", 0, "--gpus");
