@@ -35,7 +35,7 @@
 #include "communicator.hpp"
 #include "small_dense.hpp"
 #include "solver.hpp"
-#include "vector_ops.hpp"
+#include "cg_ops.hpp"
 
 namespace spcg {
 namespace {

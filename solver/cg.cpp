@@ -8,7 +8,7 @@
 #include "cg_persistent.hpp"
 #include "solver.hpp"
 #include "thrust_ops.hpp"
-#include "vector_ops.hpp"
+#include "cg_ops.hpp"
 
 namespace spcg {
 

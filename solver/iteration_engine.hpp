@@ -21,7 +21,7 @@
 #include "kernel_timer.hpp"
 #include "monitor.hpp"
 #include "spcg/solve_types.hpp"
-#include "vector_ops.hpp"
+#include "cg_ops.hpp"
 
 namespace spcg {
 

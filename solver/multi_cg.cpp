@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "solver.hpp"
-#include "vector_ops.hpp"
+#include "cg_ops.hpp"
 
 namespace spcg {
 

@@ -15,7 +15,7 @@
 #include "solver.hpp"
 #include "spectrum.hpp"
 #include "thrust_ops.hpp"
-#include "vector_ops.hpp"
+#include "cg_ops.hpp"
 #include "timing.hpp"
 
 namespace spcg {

@@ -11,7 +11,7 @@
 #include "cuda_check.hpp"
 #include "device_array.hpp"
 #include "thrust_ops.hpp"
-#include "vector_ops.hpp"
+#include "lanczos_ops.hpp"
 
 namespace spcg {
 

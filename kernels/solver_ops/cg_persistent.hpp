@@ -10,7 +10,7 @@
 #include "device_array.hpp"
 #include "device_formats.hpp"
 #include "linear_operator.hpp"
-#include "vector_ops.hpp"
+#include "cg_ops.hpp"
 
 namespace spcg {
 

@@ -1,0 +1,365 @@
+// The fused CG steps (one recurrence, k recurrences of multi-cg, and PCG with a general preconditioner between
+// them): every step one launch whose last block finishes the step's scalars on the device (or, on several GPUs,
+// writes this rank's totals for the engine's sum over the ranks), so an iteration needs no host round trip.
+// Work mapping and reductions: reductions.cuh.
+#include <algorithm>
+#include <cmath>
+
+#include "cg_ops.hpp"
+#include "reductions.cuh"
+
+namespace spcg {
+namespace {
+
+__device__ void set_status(CgScalars* s, double rr) {
+  if (s->history && s->iteration < s->history_capacity) s->history[s->iteration] = rr;
+  if (!isfinite(rr)) s->status = kNonFinite;
+  else if (rr <= s->tol2) s->status = kConverged;
+  else if (s->iteration >= s->max_iterations) s->status = kMaxIterations;
+  s->done = s->status != kRunning;
+}
+
+// The column tails of the multi-cg steps, run by the last block of a fused kernel on one GPU, or by
+// multi_cg_finish_kernel after the totals were summed over the ranks (several GPUs).
+__device__ void start_column(CgScalars* c, double rr, double rz, bool z_given) {
+  c->rr = rr;
+  c->rz = rz;
+  c->iteration = 0;
+  c->status = kRunning;
+  set_status(c, c->rr);
+  if (z_given && !c->done && !(c->rz > 0)) {
+    c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
+    c->done = 1;
+  }
+}
+
+// alpha = rz / pq, and whether the column takes a step with it (running, p'Ap > 0, alpha finite).
+__device__ bool column_step(const CgScalars& c, double* alpha) {
+  const double a = c.rz / c.pq;
+  const bool ok = !c.done && c.pq > 0 && isfinite(a);
+  *alpha = ok ? a : 0.0;
+  return ok;
+}
+
+__device__ void update_column(CgScalars* c, bool stepped, double rr, double rz, bool keep_rz) {
+  if (c->done) return;
+  if (!stepped) {  // p'Ap <= 0 (not SPD) or NaN: stopped, never updated with it
+    c->status = isfinite(c->pq) ? kBreakdown : kNonFinite;
+    c->done = 1;
+    return;
+  }
+  if (!keep_rz) {  // keep_rz: z = M^-1 r comes later (launch_pcg_rz)
+    c->beta = rz / c->rz;
+    c->rz = rz;
+  }
+  c->rr = rr;
+  c->iteration += 1;
+  set_status(c, c->rr);
+}
+
+__global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ dinv,
+                                double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
+                                unsigned* counter, double* rank_sums) {
+  double v[2] = {0, 0};
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const double ri = r[i], zi = dinv ? dinv[i] * ri : ri;
+    if (dinv) z[i] = zi;
+    p[i] = zi;
+    v[0] += ri * ri;
+    v[1] += ri * zi;
+  }
+  double out[2];
+  if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
+    if (rank_sums) rank_sums[0] = out[0], rank_sums[1] = out[1];
+    else start_column(s, out[0], out[1], false);
+  }
+}
+
+__global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* __restrict__ r, const double* __restrict__ p,
+                                    const double* __restrict__ q, const double* __restrict__ dinv, double* __restrict__ z,
+                                    CgScalars* s, double* partials, unsigned* counter, bool keep_rz,
+                                    double* rank_sums) {
+  if (*(volatile int*)&s->done) return;
+  const double pq = s->pq, rz = s->rz;
+  const double alpha = rz / pq;
+  if (!(pq > 0) || !isfinite(alpha)) {  // p'Ap <= 0: not SPD (or NaN): stop, never update with it
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      s->status = isfinite(pq) ? kBreakdown : kNonFinite;
+      s->done = 1;
+    }
+    return;
+  }
+  constexpr int U = VectorTuning::unroll;
+  double v[2] = {0, 0};
+  double xv[U], pv[U], rv[U], qv[U], dv[U];
+  unrolled_grid_loop<U>(
+      n, [&](int64_t i, int u) { xv[u] = x[i], pv[u] = p[i], rv[u] = r[i], qv[u] = q[i], dv[u] = dinv ? dinv[i] : 1.0; },
+      [&](int64_t i, int u) {
+        x[i] = fma(alpha, pv[u], xv[u]);
+        const double ri = fma(-alpha, qv[u], rv[u]);
+        r[i] = ri;
+        const double zi = dv[u] * ri;
+        if (dinv) z[i] = zi;
+        v[0] += ri * ri;
+        v[1] += ri * zi;
+      });
+  double out[2];
+  if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
+    if (rank_sums) rank_sums[0] = out[0], rank_sums[1] = out[1];
+    else update_column(s, true, out[0], out[1], keep_rz);
+  }
+}
+
+// r.z for one recurrence, then beta = rz_new / rz (or the status when r'M^-1 r <= 0).
+__global__ void pcg_rz1_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
+                               double* partials, unsigned* counter) {
+  if (*(volatile int*)&s->done) return;
+  constexpr int U = VectorTuning::unroll;
+  double v[1] = {0}, rv[U], zv[U];
+  unrolled_grid_loop<U>(n, [&](int64_t i, int u) { rv[u] = r[i], zv[u] = z[i]; },
+                        [&](int64_t, int u) { v[0] += rv[u] * zv[u]; });
+  double out[1];
+  if (multi_epilogue<1>(partials, counter, v, out) && threadIdx.x == 0) {
+    if (!(out[0] > 0)) {  // r' M^-1 r <= 0 for r != 0: M is not positive definite
+      s->status = isfinite(out[0]) ? kPrecondNotPositive : kNonFinite;
+      s->done = 1;
+      return;
+    }
+    s->beta = out[0] / s->rz;
+    s->rz = out[0];
+  }
+}
+
+__global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const double* __restrict__ z, const CgScalars* s) {
+  if (*(volatile const int*)&s->done) return;
+  const double beta = s->beta;
+  constexpr int U = VectorTuning::unroll;
+  double pv[U], zv[U];
+  unrolled_grid_loop<U>(n, [&](int64_t i, int u) { pv[u] = p[i], zv[u] = z[i]; },
+                        [&](int64_t i, int u) { p[i] = fma(beta, pv[u], zv[u]); });
+}
+
+// z_given: z = M^-1 r was applied by the caller (general preconditioner): read, not formed, and a column whose
+// r'z <= 0 stops (M not positive definite). rank_sums: write the totals there instead of finishing the columns.
+__global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
+                                      double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
+                                      unsigned* counter, bool z_given, double* rank_sums) {
+  extern __shared__ double smem[];
+  __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double vrr = 0, vrz = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const double ri = r[t], zi = z_given ? z[t] : dinv ? dinv[t / k] * ri : ri;
+    if (dinv && !z_given) z[t] = zi;
+    p[t] = zi;
+    vrr += ri * ri;
+    vrz += ri * zi;
+  }
+  if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
+  if (rank_sums) {
+    if (threadIdx.x < 2 * k) rank_sums[threadIdx.x] = red[threadIdx.x];
+  } else if (threadIdx.x < k) {
+    start_column(s + threadIdx.x, red[threadIdx.x], red[k + threadIdx.x], z_given);
+  }
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+__global__ void multi_cg_pq_kernel(int64_t n, int k, const double* __restrict__ p, const double* __restrict__ q,
+                                   CgScalars* s, double* partials, unsigned* counter, double* rank_sums) {
+  extern __shared__ double smem[];
+  __shared__ double out[VectorTuning::max_width];
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double v = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += p[t] * q[t];
+  smem[threadIdx.x] = v;
+  if (column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) && threadIdx.x < k) {
+    if (rank_sums) rank_sums[threadIdx.x] = out[threadIdx.x];
+    else s[threadIdx.x].pq = out[threadIdx.x];
+  }
+}
+
+__global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__ x, double* __restrict__ r,
+                                          const double* __restrict__ p, const double* __restrict__ q,
+                                          const double* __restrict__ dinv, double* __restrict__ z, CgScalars* s,
+                                          double* partials, unsigned* counter, bool keep_rz, double* rank_sums) {
+  extern __shared__ double smem[];
+  __shared__ double alpha[VectorTuning::max_width];
+  __shared__ int active[VectorTuning::max_width];
+  if (threadIdx.x < k) active[threadIdx.x] = column_step(s[threadIdx.x], &alpha[threadIdx.x]);
+  __syncthreads();
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double vrr = 0, vrz = 0;
+  const int col = threadIdx.x % k;  // fixed per thread: stride is a multiple of k
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    if (!active[col]) continue;  // converged / broken-down columns are frozen
+    const double a = alpha[col];
+    x[t] = fma(a, p[t], x[t]);
+    const double ri = fma(-a, q[t], r[t]);
+    r[t] = ri;
+    const double zi = dinv ? dinv[t / k] * ri : ri;
+    if (dinv) z[t] = zi;
+    vrr += ri * ri;
+    vrz += ri * zi;
+  }
+  __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
+  if (!two_column_totals(k, vrr, vrz, smem, partials, counter, red)) return;
+  if (rank_sums) {
+    if (threadIdx.x < 2 * k) rank_sums[threadIdx.x] = red[threadIdx.x];
+  } else if (threadIdx.x < k) {
+    update_column(s + threadIdx.x, active[threadIdx.x], red[threadIdx.x], red[k + threadIdx.x], keep_rz);
+  }
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+// The columns' tails of one step from totals summed over the ranks (sums: pq in [0, k), or rr in [0, k) and
+// rz in [k, 2k)). The scalars are those every rank holds, so every rank decides alike.
+__global__ void multi_cg_finish_kernel(int step, int k, const double* __restrict__ sums, CgScalars* s, bool z_given) {
+  const int j = threadIdx.x;
+  if (j >= k) return;
+  CgScalars* c = s + j;
+  switch (step) {
+    case 0: start_column(c, sums[j], sums[k + j], z_given); break;
+    case 1: if (!c->done) c->pq = sums[j]; break;
+    case 2: {
+      double alpha;
+      const bool stepped = column_step(*c, &alpha);
+      update_column(c, stepped, sums[j], sums[k + j], false);
+      break;
+    }
+  }
+}
+
+__global__ void pcg_rz_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
+                              double* partials, unsigned* counter) {
+  extern __shared__ double smem[];
+  __shared__ double out[VectorTuning::max_width];
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  double v = 0;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += r[t] * z[t];
+  smem[threadIdx.x] = v;
+  if (!column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) || threadIdx.x >= k) return;
+  CgScalars* c = s + threadIdx.x;
+  if (c->done) return;
+  const double rz = out[threadIdx.x];
+  if (!(rz > 0)) {  // r' M^-1 r <= 0 for r != 0: M is not positive definite
+    c->status = isfinite(rz) ? kPrecondNotPositive : kNonFinite;
+    c->done = 1;
+    return;
+  }
+  c->beta = rz / c->rz;
+  c->rz = rz;
+}
+
+__global__ void multi_cg_update_p_kernel(int64_t n, int k, double* __restrict__ p, const double* __restrict__ z,
+                                         const CgScalars* s) {
+  const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const CgScalars& c = s[t % k];
+    if (!c.done) p[t] = fma(c.beta, p[t], z[t]);
+  }
+}
+
+}  // namespace
+
+void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
+                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
+  const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+  cg_start_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()),
+                                                                const_cast<unsigned*>(ws.counter.data()), rank_sums);
+  CHECK_LAUNCH("cg-start");
+}
+
+void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const double* q, const double* dinv, double* z,
+                         CgScalars* sc, const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
+  const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+  cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
+      n, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false,
+      rank_sums);
+  CHECK_LAUNCH("update-xr");
+}
+
+void launch_cg_update_p(int64_t n, double* p, const double* z, const CgScalars* sc, cudaStream_t stream) {
+  cg_update_p_kernel<<<reduction_blocks(std::max<int64_t>(n, 1)), VectorTuning::threads, 0, stream>>>(n, p, z, sc);
+  CHECK_LAUNCH("update-p");
+}
+
+void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
+                           const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false,
+      rank_sums);
+  CHECK_LAUNCH("multi-cg-start");
+}
+
+void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgScalars* sc, const ReductionWorkspace& ws,
+                        cudaStream_t stream, double* rank_sums) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_pq_kernel<<<blocks, threads, threads * sizeof(double), stream>>>(
+      n, k, p, q, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), rank_sums);
+  CHECK_LAUNCH("multi-cg-pq");
+}
+
+void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
+                               const double* dinv, double* z, CgScalars* sc, const ReductionWorkspace& ws,
+                               cudaStream_t stream, double* rank_sums) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, x, r, p, q, dinv, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()),
+      false, rank_sums);
+  CHECK_LAUNCH("multi-cg-update-xr");
+}
+
+void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* sc, cudaStream_t stream) {
+  multi_cg_finish_kernel<<<1, std::max(32, k), 0, stream>>>(static_cast<int>(step), k, sums, sc, false);
+  CHECK_LAUNCH("multi-cg-finish");
+}
+
+void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
+                      const ReductionWorkspace& ws, cudaStream_t stream) {
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, r, nullptr, const_cast<double*>(z), p, sc, const_cast<double*>(ws.partials.data()),
+      const_cast<unsigned*>(ws.counter.data()), true, nullptr);
+  CHECK_LAUNCH("pcg-start");
+}
+
+void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* sc,
+                          const ReductionWorkspace& ws, cudaStream_t stream) {
+  if (k == 1) {  // the one-vector kernel: its final reduction runs on the whole last block
+    const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+    cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
+        n, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
+        const_cast<unsigned*>(ws.counter.data()), true, nullptr);
+    CHECK_LAUNCH("pcg-update-xr");
+    return;
+  }
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
+      n, k, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
+      const_cast<unsigned*>(ws.counter.data()), true, nullptr);
+  CHECK_LAUNCH("pcg-update-xr");
+}
+
+void launch_pcg_rz(int64_t n, int k, const double* r, const double* z, CgScalars* sc, const ReductionWorkspace& ws,
+                   cudaStream_t stream) {
+  if (k == 1) {
+    const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
+    pcg_rz1_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, z, sc, const_cast<double*>(ws.partials.data()),
+                                                                 const_cast<unsigned*>(ws.counter.data()));
+    CHECK_LAUNCH("pcg-rz");
+    return;
+  }
+  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
+  pcg_rz_kernel<<<blocks, threads, threads * sizeof(double), stream>>>(
+      n, k, r, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+  CHECK_LAUNCH("pcg-rz");
+}
+
+void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* sc, cudaStream_t stream) {
+  const int threads = block_threads(k);
+  multi_cg_update_p_kernel<<<block_grid(n, k), threads, 0, stream>>>(n, k, p, z, sc);
+  CHECK_LAUNCH("multi-cg-update-p");
+}
+
+}  // namespace spcg
