@@ -1,4 +1,4 @@
-// spcg's command line: the subcommands (info, solve, bench, generate) and the exit codes their errors map to
+// spcg's command line: the subcommands (info, solve, bench, generate, version) and the exit codes their errors map to
 // (0 ok, 1 bad input or runtime error, 2 usage error, 3 the solve did not converge). main() is apps/main.cpp.
 #include <boost/program_options/errors.hpp>
 #include <chrono>
@@ -16,9 +16,10 @@ const char* kUsage =
     "\n"
     "usage: spcg <command> [options]\n"
     "  info  FILE|GENERATOR     matrix statistics (table, or --format json)\n"
-    "  solve [options]          solve A x = b (default: the built-in inputs/fv1.mtx)\n"
+    "  solve [FILE] [options]   solve A x = b (default: the built-in inputs/fv1.mtx)\n"
     "  bench spmv|spmm|cg|block-cg|read [options]   benchmarks against cuSPARSE, the copy bandwidth, one thread\n"
     "  generate GENERATOR --output FILE   write a generated matrix as Matrix Market\n"
+    "  version                  the version, the commit built, CUDA and the GPU architectures (also --version)\n"
     "\n"
     "Run 'spcg <command> --help' for the options of a command.\n";
 }
@@ -40,6 +41,10 @@ int spcg::run_cli(std::vector<std::string> args) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::fputs(spcg::version_text().c_str(), stdout);
+    return 0;
+  }
   const std::string cmd = args[0];
   args.erase(args.begin());
   try {
@@ -47,7 +52,7 @@ int spcg::run_cli(std::vector<std::string> args) {
     if (cmd == "solve") return spcg::run_solve(args);
     if (cmd == "bench") return spcg::run_bench(args);
     if (cmd == "generate") return spcg::run_generate(args);
-    std::fprintf(stderr, "spcg: unknown command '%s' (expected info, solve, bench or generate)\n", cmd.c_str());
+    std::fprintf(stderr, "spcg: unknown command '%s' (expected info, solve, bench, generate or version)\n", cmd.c_str());
     return 2;
   } catch (const spcg::UsageError& e) {
     std::fprintf(stderr, "spcg %s: %s\n", cmd.c_str(), e.what());

@@ -13,10 +13,13 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <variant>
 
 #include "commands.hpp"
 #include "eigen_bridge.hpp"
+#include "generators.hpp"
 #include "json.hpp"
 #include "options.hpp"
 #include "problem.hpp"
@@ -38,11 +41,74 @@ void write_text(const std::string& path, const std::string& text) {
   if (!f) throw InputError(path, 0, "write failed");
 }
 
+// --rhs: the right-hand sides the solver makes (the library's RhsKind), or a Matrix Market file whose columns
+// fix k.
+struct RhsFile {
+  std::string path;
+};
+using RhsSource = std::variant<RhsKind, RhsFile>;
+constexpr std::array<std::pair<RhsKind, const char*>, 2> kRhsKinds{{{RhsKind::ones, "ones"}, {RhsKind::random, "random"}}};
+
+RhsSource parse_rhs(const std::string& given) {
+  for (const auto& [kind, name] : kRhsKinds)
+    if (given == name) return kind;
+  return RhsFile{given};
+}
+
+// The most right-hand sides one solve takes, whether --nrhs asks for them or --rhs FILE brings them: one limit,
+// one check.
+constexpr int kMaxRhsColumns = 4096;
+void check_rhs_columns(int k, const std::string& what) {
+  if (k < 1 || k > kMaxRhsColumns)
+    throw UsageError(what + " must be between 1 and " + std::to_string(kMaxRhsColumns) + ", got " + std::to_string(k));
+}
+
+// --rhs FILE, read before the matrix: a block wider than a solve takes is refused before the matrix's read. Its
+// rows are checked against the matrix once that is read (require_rhs_rows).
+DenseBlock read_rhs_file(const std::string& path) {
+  DenseFile f = read_dense_matrix_market(path);
+  check_rhs_columns(f.block.cols, "the columns of --rhs " + path);
+  require_finite(f.block, path);
+  return std::move(f.block);
+}
+
+void require_rhs_rows(const DenseBlock& b, int32_t n, const std::string& path) {
+  if (b.rows != n)
+    throw InputError(path, 0, "right-hand side has " + std::to_string(b.rows) + " rows, the matrix has " + std::to_string(n));
+}
+
+// ones / random on the host (--verify), the values the solver makes on the device.
+DenseBlock made_rhs(RhsKind kind, int32_t n, int k, uint64_t seed) {
+  return kind == RhsKind::ones ? DenseBlock(n, k, 1.0) : random_block(n, k, seed);
+}
+
+// The library's setup phase that sums the others (Solver and RankSolver list it under this name).
+constexpr std::string_view kSetupTotal = "setup (total)";
+double setup_total_ms(const std::vector<Phase>& phases) {
+  for (const Phase& p : phases)
+    if (p.name == kSetupTotal) return p.ms;
+  return 0;
+}
+
+// --verify also solves with Eigen's CG and compares the solutions, up to this many rows.
+constexpr int32_t kEigenComparisonMaxRows = 200000;
+
+// The CLI's default preconditioner: auto, which picks one from the matrix and prints why. The library's
+// SolverOptions keeps none: a program names its preconditioner, and auto's trial adds setup time it may not
+// want. Where auto cannot run, the default is what can: on several GPUs (auto is not distributed) jacobi; with
+// --force none (auto's choice takes the SPD checks --force skips as passed: on the host backend it is Jacobi,
+// which refuses a non-positive diagonal).
+Preconditioner default_preconditioner(bool as_ranks, bool force) {
+  static_assert(runs_on_several_gpus(Preconditioner::jacobi));
+  if (force) return Preconditioner::none;
+  return as_ranks ? Preconditioner::jacobi : Preconditioner::automatic;
+}
+
 // Everything `spcg solve` was asked, checked and typed.
 struct SolveCommand {
   std::string source;  // file or generator spec
   bool generated = false;
-  std::string rhs = "ones";  // ones | random | a file
+  RhsSource rhs = RhsKind::ones;
   int nrhs = 1;
   uint64_t seed = 1;
   std::optional<std::string> x0, output, report_file, history;
@@ -53,12 +119,40 @@ struct SolveCommand {
   std::string rendezvous;  // MPI ranks: the file where rank 0 leaves the NCCL id
 };
 
+// Each output (--output, --report-file, --history) opened for writing before the read and the solve start, so
+// that one that cannot be written ends the command before any work is done. A file that was not there is
+// removed again (the solve writes it at the end); one that was is left as it is (opened to append, nothing
+// written).
+void check_outputs(const SolveCommand& c) {
+  for (const std::optional<std::string>& path : {c.output, c.report_file, c.history}) {
+    if (!path) continue;
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(std::filesystem::symlink_status(*path, ec));
+    if (!std::ofstream(*path, std::ios::app)) throw InputError(*path, 0, "cannot open for writing");
+    if (!existed) std::filesystem::remove(*path, ec);
+  }
+}
+
 // The value of an enum option, or a UsageError naming the flag and the accepted names.
 template <class E>
 E option_value(const po::variables_map& vm, const char* flag) {
   const std::string given = vm[flag].as<std::string>();
   if (const std::optional<E> v = parse_option<E>(given)) return *v;
   throw UsageError(std::string("--") + flag + " must be " + option_names<E>() + ", got '" + given + "'");
+}
+
+// "cg | multi-cg | block-cg": an enum option's names for its help text, from the library's one list.
+template <class E>
+std::string choices() {
+  std::string s;
+  for (const auto& [v, n] : OptionNames<E>::list) s += (s.empty() ? "" : " | ") + std::string(n);
+  return s;
+}
+
+// An enum option whose default is the library's (the help prints that value's name).
+template <class E>
+po::typed_value<std::string>* enum_value(E library_default) {
+  return po::value<std::string>()->default_value(name_of(library_default));
 }
 
 // The names of the values of E that run on several GPUs ("none or jacobi"), from the library's capabilities.
@@ -72,64 +166,74 @@ std::string several_gpus_names() {
   return s;
 }
 
-// Returns nullopt after printing the help.
-std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& args) {
-  const std::string solvers = "cg | block-cg | multi-cg";
-  const std::string persistent_help = "auto | on | off: CG in one cooperative launch for small systems (kernel auto, n <= " +
+// Returns nullopt after printing the help. as_ranks: this process is (or launches) ranks of a solve on several
+// GPUs, where the default preconditioner is one that runs there.
+std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& args, bool as_ranks) {
+  // Every default the help shows is the library's own (SolverOptions{}, PreconditionerOptions{}, ReadOptions{}),
+  // but the CLI's: the matrix, --rhs, --nrhs, --seed, --precond (auto), --monitor.
+  const SolverOptions lib;
+  const SolveOptions& it = lib.iteration;
+  const PreconditionerOptions pc;
+  const std::string persistent_help = choices<Switch>() + ": CG in one cooperative launch for small systems (kernel auto, n <= " +
                                       std::to_string(persistent_cg_max_rows()) + ")";
-  po::options_description opts("spcg solve [options]\noptions");
+  const std::string precond_help =
+      choices<Preconditioner>() + "; auto: chosen from the matrix, with the reason (the default; on several GPUs " +
+      name_of(default_preconditioner(true, false)) + ", with --force " + name_of(default_preconditioner(false, true)) + ")";
+  const std::string rhs_help = std::string(kRhsKinds[0].second) + " | " + kRhsKinds[1].second +
+                               " | FILE (Matrix Market array or coordinate; at most " + std::to_string(kMaxRhsColumns) + " columns)";
+  po::options_description opts("spcg solve [MATRIX] [options]\noptions");
   opts.add_options()
       ("help,h", "show this help")
-      ("matrix", po::value<std::string>(), "Matrix Market file (.mtx, .mtx.gz); default: the built-in inputs/fv1.mtx")
+      ("matrix", po::value<std::string>(),
+       "Matrix Market file (.mtx, .mtx.gz), also as the first argument (spcg solve A.mtx); default: the built-in inputs/fv1.mtx")
       ("generate", po::value<std::string>(), ("generated problem instead of a file: " + generator_help()).c_str())
-      ("rhs", po::value<std::string>()->default_value("ones"), "ones | random | FILE (Matrix Market array or coordinate)")
-      ("nrhs", po::value<int>()->default_value(1), "number of right-hand sides k (ones/random)")
+      ("rhs", po::value<std::string>()->default_value(kRhsKinds[0].second), rhs_help.c_str())
+      ("nrhs", po::value<int>()->default_value(1),
+       ("number of right-hand sides k (ones/random), 1.." + std::to_string(kMaxRhsColumns)).c_str())
       ("seed", po::value<std::string>()->default_value("1"), "seed for --rhs random (a non-negative integer)")
-      ("tol", po::value<double>()->default_value(1e-8), "relative tolerance: stop when ||r|| <= max(tol ||b||, atol)")
-      ("atol", po::value<double>()->default_value(0.0), "absolute tolerance")
-      ("maxit", po::value<int>()->default_value(10000), "maximum iterations")
-      ("solver", po::value<std::string>()->default_value("cg"), solvers.c_str())
-      ("kernel", po::value<std::string>()->default_value("auto"), "auto or a registry kernel (see spcg bench spmv --list)")
-      ("precond", po::value<std::string>()->default_value("none"),
-       "none | jacobi | block-jacobi | chebyshev | amg | auto (chosen from the matrix, with the reason)")
-      ("block-size", po::value<int>()->default_value(PreconditionerOptions{}.block_size),
+      ("tol", po::value<double>()->default_value(it.stop.rtol), "relative tolerance: stop when ||r|| <= max(tol ||b||, atol)")
+      ("atol", po::value<double>()->default_value(it.stop.atol), "absolute tolerance")
+      ("maxit", po::value<int>()->default_value(it.stop.max_iterations), "maximum iterations")
+      ("solver", enum_value(lib.solver), choices<SolverKind>().c_str())
+      ("kernel", po::value<std::string>()->default_value(lib.kernel), "auto or a registry kernel (see spcg bench spmv --list)")
+      ("precond", enum_value(default_preconditioner(false, false)), precond_help.c_str())
+      ("block-size", po::value<int>()->default_value(pc.block_size),
        "block-jacobi: b x b diagonal blocks, 1..8 (0: detect the node block structure)")
-      ("cheb-degree", po::value<int>()->default_value(PreconditionerOptions{}.chebyshev_degree),
+      ("cheb-degree", po::value<int>()->default_value(pc.chebyshev_degree),
        "chebyshev: the polynomial's degree (degree - 1 SpMVs per apply)")
-      ("cheb-ratio", po::value<double>()->default_value(PreconditionerOptions{}.chebyshev_ratio),
+      ("cheb-ratio", po::value<double>()->default_value(pc.chebyshev_ratio),
        "chebyshev: fit the polynomial on [lambda_max / ratio, lambda_max] of D^-1 A")
-      ("amg-theta", po::value<double>()->default_value(PreconditionerOptions{}.strength_theta),
+      ("amg-theta", po::value<double>()->default_value(pc.strength_theta),
        "amg: strength of connection, |a_ij| >= theta sqrt(a_ii a_jj)")
-      ("amg-prolongator", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.prolongator)),
+      ("amg-prolongator", enum_value(pc.prolongator),
        "amg: smoothed (Vanek-Mandel-Brezina) | plain (the tentative P: cheaper setup, more iterations)")
-      ("amg-p-smoothings", po::value<int>()->default_value(PreconditionerOptions{}.prolongator_smoothings),
+      ("amg-p-smoothings", po::value<int>()->default_value(pc.prolongator_smoothings),
        "amg: damped-Jacobi steps on the tentative prolongator (smoothed aggregation), 1..3")
-      ("amg-omega", po::value<double>()->default_value(PreconditionerOptions{}.prolongator_omega),
+      ("amg-omega", po::value<double>()->default_value(pc.prolongator_omega),
        "amg: each prolongator smoothing's damping x lambda_max(D^-1 A), in (0, 2)")
-      ("amg-smoother", po::value<std::string>()->default_value(name_of(PreconditionerOptions{}.smoother)),
-       "amg: chebyshev | l1-jacobi")
-      ("amg-sweeps", po::value<int>()->default_value(PreconditionerOptions{}.smoother_degree),
+      ("amg-smoother", enum_value(pc.smoother), ("amg: " + choices<AmgSmoother>()).c_str())
+      ("amg-sweeps", po::value<int>()->default_value(pc.smoother_degree),
        "amg: the smoother's degree (Chebyshev) or sweeps (l1-Jacobi), before and after the coarse correction")
-      ("amg-smoother-ratio", po::value<double>()->default_value(PreconditionerOptions{}.smoother_ratio),
+      ("amg-smoother-ratio", po::value<double>()->default_value(pc.smoother_ratio),
        "amg: the Chebyshev smoother works on [lambda_max / ratio, lambda_max] of D^-1 A")
-      ("amg-coarse-rows", po::value<int>()->default_value(PreconditionerOptions{}.coarse_rows),
+      ("amg-coarse-rows", po::value<int>()->default_value(pc.coarse_rows),
        "amg: coarsen until a level has at most this many rows (solved by a dense Cholesky)")
-      ("vector-ops", po::value<std::string>()->default_value("fused"), "fused | thrust")
+      ("vector-ops", enum_value(it.vector_ops), (choices<VectorOps>() + " (thrust: the reference path of cg)").c_str())
       ("x0", po::value<std::string>(), "initial guess (Matrix Market); default zero")
       ("output", po::value<std::string>(), "write the solution x (Matrix Market array)")
       ("report-file", po::value<std::string>(), "write the report as JSON (.json) or CSV (.csv)")
       ("history", po::value<std::string>(), "write the residual history as CSV")
-      ("monitor", po::value<int>()->default_value(0), "print a residual line every N iterations")
-      ("check-every", po::value<int>()->default_value(8), "fused path: iterations between residual reads")
-      ("stagnation", po::value<int>()->default_value(200),
+      ("monitor", po::value<int>()->default_value(it.monitor_every), "print a residual line every N iterations (0: none)")
+      ("check-every", po::value<int>()->default_value(it.check_every), "fused path: iterations between residual reads")
+      ("stagnation", po::value<int>()->default_value(it.stagnation_window),
        "block-cg: hand the running columns to multi-cg after N iterations without a new best residual, when the block has lost rank or is within 1000x of the target (0: never)")
-      ("timing", po::value<std::string>()->default_value("auto"), "kernels | phases | auto (kernels for n >= 200000)")
-      ("graph", po::value<std::string>()->default_value("auto"), "auto | on | off: CUDA graph for the iteration batches")
-      ("persistent", po::value<std::string>()->default_value("auto"), persistent_help.c_str())
+      ("timing", enum_value(lib.timing), (choices<KernelTiming>() + " (auto: per-kernel events on large systems)").c_str())
+      ("graph", enum_value(it.graph), (choices<Switch>() + ": CUDA graph for the iteration batches").c_str())
+      ("persistent", enum_value(it.persistent), persistent_help.c_str())
       ("deterministic", "atomic-free kernels, fixed-order reductions; prints a checksum of x")
       ("verify", "check ||b - A x|| / ||b|| on the host with Eigen (and compare with Eigen's CG for small systems)")
-      ("backend", po::value<std::string>()->default_value("auto"), "gpu | host | auto (gpu when a CUDA device exists)")
-      ("threads", po::value<int>()->default_value(0), "threads reading the matrix file (0: all cores)")
+      ("backend", enum_value(lib.backend), (choices<Backend>() + " (auto: gpu when a CUDA device exists)").c_str())
+      ("threads", po::value<int>()->default_value(ReadOptions{}.threads), "threads reading the matrix file (0: all cores)")
       ("gpus", po::value<int>()->default_value(1),
        ("solve on N GPUs of this machine, one process each (NCCL); " + several_gpus_names<SolverKind>() + " with " +
         several_gpus_names<Preconditioner>() + ". Under mpirun / srun each process is a rank by itself").c_str())
@@ -137,8 +241,10 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
        "job; written owner-only, removed once every rank has read it)")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
+  po::positional_options_description matrix_argument;  // spcg solve A.mtx
+  matrix_argument.add("matrix", 1);
   po::variables_map vm;
-  if (!parse_command_line(args, opts, po::positional_options_description{}, vm)) return std::nullopt;
+  if (!parse_command_line(args, opts, matrix_argument, vm)) return std::nullopt;
   SolveCommand c;
   if (vm.count("matrix") && vm.count("generate")) throw UsageError("--matrix and --generate conflict: give one");
   c.generated = vm.count("generate") > 0;
@@ -147,7 +253,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   SolverOptions& so = c.solver;
   SolveOptions& o = so.iteration;
   so.solver = option_value<SolverKind>(vm, "solver");
-  so.precond = option_value<Preconditioner>(vm, "precond");
+  const bool force = vm.count("force") > 0;
+  so.precond = vm["precond"].defaulted() ? default_preconditioner(as_ranks, force) : option_value<Preconditioner>(vm, "precond");
   PreconditionerOptions& po_ = so.precond_options;
   po_.block_size = vm["block-size"].as<int>();
   po_.chebyshev_degree = vm["cheb-degree"].as<int>();
@@ -169,7 +276,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   c.nrhs = vm["nrhs"].as<int>();
   const int maxit = vm["maxit"].as<int>(), monitor = vm["monitor"].as<int>();
   const double tol = vm["tol"].as<double>(), atol = vm["atol"].as<double>();
-  if (c.nrhs < 1 || c.nrhs > 4096) throw UsageError("--nrhs must be between 1 and 4096");
+  check_rhs_columns(c.nrhs, "--nrhs");
   if (maxit < 0) throw UsageError("--maxit must be >= 0");
   if (!(tol >= 0) || !(atol >= 0) || !std::isfinite(tol) || !std::isfinite(atol))
     throw UsageError("--tol and --atol must be finite and >= 0");
@@ -178,7 +285,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   if (vm["threads"].as<int>() < 0) throw UsageError("--threads must be >= 0");
   if (o.vector_ops == VectorOps::thrust && so.solver != SolverKind::cg)
     throw UsageError("--vector-ops thrust is the reference path of --solver cg only");
-  c.rhs = vm["rhs"].as<std::string>();
+  c.rhs = parse_rhs(vm["rhs"].as<std::string>());
   {  // as text: Boost reads "-1" into an unsigned value as 2^64 - 1
     const std::string seed = vm["seed"].as<std::string>();
     const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), c.seed);
@@ -192,7 +299,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   if (c.gpus < 1 || c.gpus > 1024) throw UsageError("--gpus must be between 1 and 1024");
   if (vm.count("rendezvous")) c.rendezvous = vm["rendezvous"].as<std::string>();
   c.verify = vm.count("verify") > 0, so.profile_solves = vm.count("profile") > 0;
-  so.check_matrix = vm.count("force") == 0;
+  so.check_matrix = !force;
   so.matrix_name = c.source;
   o.stop = {tol, atol, maxit};
   o.check_every = vm["check-every"].as<int>();
@@ -266,6 +373,7 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
     throw UsageError("--gpus " + std::to_string(c.gpus) + ", but " + ctx.started_by + " started " + std::to_string(ctx.size) + " ranks");
   check_rank_options(c);
   const int rank = ctx.rank, size = ctx.size;
+  if (rank == 0) check_outputs(c);  // rank 0 writes them
   const std::string rank_name = "rank " + std::to_string(rank);
   ScopedRange rank_range(rank_name.c_str());  // Nsight Systems: each process's phases under its rank
   SolveReport rep;
@@ -296,6 +404,9 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
   } join_starter{starter};
   // this rank's rows
   t0 = std::chrono::steady_clock::now();
+  const RhsFile* rhs_file = std::get_if<RhsFile>(&c.rhs);
+  std::optional<DenseBlock> b_whole;  // --rhs FILE: every rank reads it (rank 0 keeps it for --verify)
+  if (rhs_file) b_whole = read_rhs_file(rhs_file->path);
   Problem whole;  // a file: every rank reads it (and rank 0 keeps it for --verify)
   RowPartition partition;
   RankBlocks blocks;
@@ -327,9 +438,12 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
     rep.name = whole.name;
   }
   const double problem_ms = ms_since(t0);
-  const bool rhs_from_file = c.rhs != "ones" && c.rhs != "random";
   std::optional<DenseBlock> b_rows, x0_rows;
-  if (rhs_from_file) b_rows = rows_of(make_rhs(c.rhs, n, c.nrhs, c.seed), partition.begin(rank), partition.end(rank));
+  if (b_whole) {
+    require_rhs_rows(*b_whole, n, rhs_file->path);
+    b_rows = rows_of(*b_whole, partition.begin(rank), partition.end(rank));
+    if (rank != 0 || !c.verify) b_whole.reset();
+  }
   const int k = b_rows ? b_rows->cols : c.nrhs;
   if (c.x0) x0_rows = rows_of(read_initial_guess(*c.x0, n, k), partition.begin(rank), partition.end(rank));
 
@@ -351,7 +465,7 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
     x = x0_rows ? *x0_rows : DenseBlock(solver.rows(), k, 0.0);
     rep.result = solver.solve(*b_rows, x);
   } else {
-    rep.result = solver.solve(c.rhs == "ones" ? RhsKind::ones : RhsKind::random, k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
+    rep.result = solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
   }
   rep.phases.push_back({"vectors", rep.result.vectors_ms});
   rep.phases.push_back({"solve", rep.result.solve_ms});
@@ -359,8 +473,7 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
   // the ranks' figures, summed into rank 0's report
   const CommunicationStats st = communication_stats(*comm);
   RankLine me;
-  for (const Phase& p : solver.setup_phases())
-    if (p.name == "setup (total)") me.setup_ms = p.ms;
+  me.setup_ms = setup_total_ms(solver.setup_phases());
   me.rows = solver.rows(), me.nnz = rank_nnz, me.halo_in = solver.halo_entries(), me.halo_out = solver.send_entries();
   me.problem_ms = problem_ms, me.nccl_ms = nccl_ms, me.solve_ms = rep.result.solve_ms;
   me.sums = st.sums, me.sum_ms = st.sum_ms, me.exchanges = st.exchanges;
@@ -396,7 +509,8 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
     ScopedRange r("verify");
     const auto tv = std::chrono::steady_clock::now();
     const CsrMatrix a = c.generated ? generate(c.source) : std::move(whole.a);
-    const std::vector<double> rel = relative_residuals(a, x_whole, make_rhs(c.rhs, n, k, c.seed));
+    const DenseBlock b = b_whole ? std::move(*b_whole) : made_rhs(std::get<RhsKind>(c.rhs), n, k, c.seed);
+    const std::vector<double> rel = relative_residuals(a, x_whole, b);
     rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
     rep.phases.push_back({"verify", ms_since(tv)});
   }
@@ -422,16 +536,17 @@ int run_solve(const std::vector<std::string>& args) {
   if (rank) {
     select_gpu_of_rank(*rank);
   } else if (const int gpus = gpus_asked(args); gpus > 1) {
-    const std::optional<SolveCommand> parsed = parse_solve_command(args);  // usage errors once, here
+    const std::optional<SolveCommand> parsed = parse_solve_command(args, true);  // usage errors once, here
     if (!parsed) return 0;
     check_rank_options(*parsed);
+    check_outputs(*parsed);
     std::vector<std::string> argv = {"solve"};
     argv.insert(argv.end(), args.begin(), args.end());
     return launch_ranks(gpus, argv);
   }
   // CUDA starts first, on a thread of its own: it takes about as long as reading a large file.
   CudaStart cuda;
-  const std::optional<SolveCommand> parsed = parse_solve_command(args);
+  const std::optional<SolveCommand> parsed = parse_solve_command(args, rank.has_value());
   if (!parsed) return 0;
   const SolveCommand& c = *parsed;
   if (rank) {
@@ -446,6 +561,10 @@ int run_solve(const std::vector<std::string>& args) {
     }
   }
   if (c.gpus > 1) throw UsageError("--gpus " + std::to_string(c.gpus) + " needs this program's launcher");
+  check_outputs(c);
+  const RhsFile* rhs_file = std::get_if<RhsFile>(&c.rhs);
+  std::optional<DenseBlock> host_b;  // --rhs FILE fixes k; ones / random take --nrhs
+  if (rhs_file) host_b = read_rhs_file(rhs_file->path);
   SolveReport rep;
   Problem prob;
   {
@@ -457,10 +576,7 @@ int run_solve(const std::vector<std::string>& args) {
   rep.phases.push_back({"read", prob.read_ms});
   rep.reader = prob.read;
   const int32_t n = prob.a.rows;
-  // A right-hand side file fixes k; ones / random take --nrhs.
-  const bool rhs_from_file = c.rhs != "ones" && c.rhs != "random";
-  std::optional<DenseBlock> host_b;
-  if (rhs_from_file) host_b = make_rhs(c.rhs, n, c.nrhs, c.seed);
+  if (host_b) require_rhs_rows(*host_b, n, rhs_file->path);
   const int k = host_b ? host_b->cols : c.nrhs;
   std::optional<DenseBlock> x0;
   if (c.x0) x0 = read_initial_guess(*c.x0, n, k);
@@ -496,7 +612,7 @@ int run_solve(const std::vector<std::string>& args) {
   Solver& solver = *made;
   const CsrMatrix& a = solver.matrix();
   for (const Phase& p : solver.setup_phases())
-    if (p.name != "setup (total)") rep.phases.push_back(p);
+    if (p.name != kSetupTotal) rep.phases.push_back(p);
   rep.kernel = solver.kernel(so.solver == SolverKind::cg ? 1 : k);
   if (const PreconditionerReport* pr = solver.preconditioner()) {
     rep.preconditioner = *pr;
@@ -509,20 +625,17 @@ int run_solve(const std::vector<std::string>& args) {
     x = x0 ? *x0 : DenseBlock(n, k, 0.0);
     rep.result = solver.solve(*host_b, x);
   } else {
-    rep.result = solver.solve(c.rhs == "ones" ? RhsKind::ones : RhsKind::random, k, c.seed, x, x0 ? &*x0 : nullptr);
+    rep.result = solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0 ? &*x0 : nullptr);
   }
   if (so.backend == Backend::gpu) {
-    // "setup (total)": the CSR in host memory to the first iteration (the right-hand sides in place included)
-    double setup_ms = 0;
-    for (const Phase& p : solver.setup_phases())
-      if (p.name == "setup (total)") setup_ms = p.ms;
+    // the CSR in host memory to the first iteration (the right-hand sides in place included)
     rep.phases.push_back({"vectors", rep.result.vectors_ms});
-    rep.phases.push_back({"setup (total)", setup_ms + rep.result.vectors_ms});
+    rep.phases.push_back({std::string(kSetupTotal), setup_total_ms(solver.setup_phases()) + rep.result.vectors_ms});
   }
   rep.phases.push_back({"solve", rep.result.solve_ms});
   if (so.iteration.deterministic) rep.checksum = fnv1a_checksum(x.data);
   auto need_host_b = [&]() -> const DenseBlock& {  // verify reads b on the host
-    if (!host_b) host_b = make_rhs(c.rhs, n, k, c.seed);
+    if (!host_b) host_b = made_rhs(std::get<RhsKind>(c.rhs), n, k, c.seed);
     return *host_b;
   };
   if (c.verify) {
@@ -531,7 +644,7 @@ int run_solve(const std::vector<std::string>& args) {
     const DenseBlock& b = need_host_b();
     const std::vector<double> rel = relative_residuals(a, x, b);
     rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
-    if (n <= 200000 && so.backend == Backend::gpu) {
+    if (n <= kEigenComparisonMaxRows && so.backend == Backend::gpu) {
       HostSolveResult h = eigen_cg(a, b, so.iteration.stop.rtol, so.iteration.stop.max_iterations,
                                    rep.preconditioner.kind == Preconditioner::jacobi);
       rep.eigen_iterations = *std::max_element(h.iterations.begin(), h.iterations.end());

@@ -16,6 +16,8 @@ int run_generate(const std::vector<std::string>& args);
 // The built-in default system of the main job (inputs/fv1.mtx of the checkout).
 std::string default_matrix_path();
 int bench_read(const std::vector<std::string>& files, int runs, const std::vector<int>& threads);
+// spcg --version: the version, the commit built, the CUDA toolkit and the GPU architectures (apps/version.cpp).
+std::string version_text();
 // Milliseconds since main() was entered: the report's wall time of the whole process.
 double ms_since_process_start();
 }  // namespace spcg

@@ -4,6 +4,7 @@
 // duration (a command that could hang runs under `timeout`).
 #include <gtest/gtest.h>
 
+#include <boost/lexical_cast.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "generators.hpp"
 #include "matrix_market.hpp"
 #include "problem.hpp"
+#include "spcg/spcg.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -302,13 +304,124 @@ TEST(Cli, InitialGuessOfTheWrongSizeOrNotFiniteIsRefused) {
   expect_one_line(host + dir.file("missing.mtx"), 1, "missing.mtx");
 }
 
-// Outputs that cannot be written: exit 1 naming the file (after the solve, which the report still shows).
+// Outputs that cannot be written: exit 1 naming the file (found before the solve: see the test below).
 TEST(Cli, UnwritableOutputsExitOne) {
   const std::string host = "solve --backend host --generate poisson2d:4 ";
   expect(host + "--output /nonexistent/dir/x.mtx", 1, "/nonexistent/dir/x.mtx");
   expect(host + "--report-file /nonexistent/dir/r.json", 1, "/nonexistent/dir/r.json: cannot open for writing");
   expect(host + "--history /nonexistent/dir/h.csv", 1, "/nonexistent/dir/h.csv: cannot open for writing");
   expect("generate poisson3d:6 --output /nonexistent/dir/x.mtx", 1, "cannot open for writing");
+}
+
+// Every output is checked before the read and the solve start: one line, exit 1, no report (nothing was solved),
+// on one process and from the launcher of several (before any rank starts). A file that was not there is not
+// left behind when the command then fails; one that was is left as it was.
+TEST(Cli, UnwritableOutputsFailBeforeTheSolve) {
+  TempDir dir;
+  for (const std::string flag : {"--output", "--report-file", "--history"}) {
+    for (const std::string& path : {std::string("/nonexistent/dir/out.csv"), dir.path().string()}) {  // no folder; a folder
+      for (const std::string& where : {std::string(" --backend host"), std::string(" --gpus 2")}) {
+        const std::string args = "solve --generate poisson2d:16 " + flag + " " + path + where;
+        const Outcome o = run(args);
+        EXPECT_EQ(o.code, 1) << args << "\n" << o.output;
+        EXPECT_EQ(o.output, "spcg solve: error: " + path + ": cannot open for writing\n") << args;
+      }
+    }
+  }
+  // a later failure (the matrix is missing) leaves no new output behind, and an old one as it was
+  const std::string fresh = dir.file("fresh.json"), old = write_file(dir, "old.csv", "kept\n");
+  const Outcome o = run("solve --backend host --matrix " + dir.file("missing.mtx") + " --report-file " + fresh + " --history " + old);
+  EXPECT_EQ(o.code, 1) << o.output;
+  EXPECT_FALSE(fs::exists(fresh));
+  EXPECT_EQ(read_text(old), "kept\n");
+}
+
+// --rhs FILE obeys --nrhs's limit (4096 columns), refused at once: before the matrix is read (here it does not
+// even exist), with one line.
+TEST(Cli, RhsFileWiderThanTheLimitIsRefused) {
+  TempDir dir;
+  const std::string wide = write_file(dir, "wide.mtx", "%%MatrixMarket matrix coordinate real general\n9 4097 1\n1 1 1\n");
+  expect_one_line("solve --backend host --matrix " + dir.file("missing.mtx") + " --rhs " + wide, 2,
+                  "spcg solve: the columns of --rhs " + wide + " must be between 1 and 4096, got 4097");
+  expect_one_line("solve --backend host --generate poisson2d:3 --nrhs 4097", 2, "--nrhs must be between 1 and 4096, got 4097");
+  // the widest block taken: 4096 columns of a 9-row system
+  const std::string widest = write_file(dir, "widest.mtx", "%%MatrixMarket matrix coordinate real general\n9 4096 1\n1 1 1\n");
+  const Outcome o = run("solve --backend host --generate poisson2d:3 --rhs " + widest);
+  EXPECT_EQ(o.code, 0) << o.output.substr(0, 2000);
+  EXPECT_NE(o.output.find("4096 right-hand side(s)"), std::string::npos) << o.output.substr(0, 2000);
+}
+
+// spcg solve A.mtx: the matrix as the first argument, the same solve as --matrix A.mtx (spcg info A.mtx as ever).
+TEST(Cli, MatrixAsPositionalArgument) {
+  TempDir dir;
+  const std::string matrix = spcg::test::input("nos6.mtx"), a = dir.file("a.json"), b = dir.file("b.json");
+  ASSERT_EQ(run("solve " + matrix + " --backend host --precond none --report-file " + a).code, 0);
+  ASSERT_EQ(run("solve --backend host --precond none --matrix " + matrix + " --report-file " + b).code, 0);
+  const std::string ja = read_text(a), jb = read_text(b);
+  for (const char* key : {"matrix", "rows", "nnz", "precond", "converged"}) EXPECT_EQ(json_value(ja, key), json_value(jb, key)) << key;
+  EXPECT_EQ(json_value(ja, "matrix"), "\"" + matrix + "\"");
+  EXPECT_EQ(json_number(ja, "iterations", ja.find("\"columns\":")), json_number(jb, "iterations", jb.find("\"columns\":")));
+  expect("info " + matrix, 0, "675 x 675");
+  expect_one_line("solve " + matrix + " " + matrix + " --backend host", 2, "too many positional options");
+  expect_one_line("solve " + matrix + " --matrix " + matrix + " --backend host", 2, "'--matrix' cannot be specified more than once");
+  expect_one_line("solve " + matrix + " --generate poisson2d:4 --backend host", 2, "--matrix and --generate conflict");
+  expect("solve --help", 0, "spcg solve [MATRIX] [options]");
+}
+
+// spcg --version and spcg version: the project's version, the commit built, CUDA and the architectures built.
+TEST(Cli, VersionNamesTheBuild) {
+  for (const char* args : {"--version", "version"}) {
+    const Outcome o = run(args);
+    ASSERT_EQ(o.code, 0) << o.output;
+    const std::vector<std::string> lines = lines_of(o.output);
+    ASSERT_EQ(lines.size(), 4u) << o.output;
+    EXPECT_EQ(lines[0], std::string("spcg ") + SPCG_PROJECT_VERSION);
+    EXPECT_TRUE(std::regex_match(lines[1], std::regex("commit             ([0-9a-f]{7,40}(-dirty)?|[-.0-9A-Za-z]+-g[0-9a-f]{7,40}(-dirty)?|unknown)")))
+        << lines[1];
+    EXPECT_TRUE(std::regex_match(lines[2], std::regex("CUDA               [0-9]+\\.[0-9]+(\\.[0-9]+)? \\(built with\\)"))) << lines[2];
+    EXPECT_EQ(lines[3], std::string("GPU architectures  ") + SPCG_ARCHITECTURES + " (CMAKE_CUDA_ARCHITECTURES)");
+  }
+  expect("--help", 0, "version");
+}
+
+// The CLI's default preconditioner is auto (the library's stays none): the report says auto. With --force it is
+// none (auto takes the checks --force skips as passed); a named one is that one.
+TEST(Cli, DefaultPreconditionerIsAuto) {
+  EXPECT_EQ(spcg::SolverOptions{}.precond, spcg::Preconditioner::none);  // the library's default, unchanged
+  TempDir dir;
+  const std::string report = dir.file("r.json");
+  const std::string solve = "solve --backend host --generate poisson2d:8 --report-file " + report;
+  Outcome o = run(solve);
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_NE(o.output.find(", precond auto, "), std::string::npos) << o.output;
+  EXPECT_EQ(json_value(read_text(report), "precond"), "\"auto\"");
+  o = run(solve + " --force");
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_EQ(json_value(read_text(report), "precond"), "\"none\"");
+  o = run(solve + " --precond jacobi --force");
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_EQ(json_value(read_text(report), "precond"), "\"jacobi\"");
+  expect("solve --help", 0, "--precond arg (=auto)");
+}
+
+// The help prints the library's defaults (SolverOptions{}, PreconditionerOptions{}), not a second copy of them.
+TEST(Cli, HelpShowsTheLibrarysDefaults) {
+  const spcg::SolverOptions so;
+  const spcg::SolveOptions& it = so.iteration;
+  const spcg::PreconditionerOptions pc;
+  auto shown = [](const std::string& flag, const std::string& value) { return "--" + flag + " arg (=" + value + ")"; };
+  const Outcome o = run("solve --help");
+  ASSERT_EQ(o.code, 0) << o.output;
+  for (const std::string& text :
+       {shown("tol", boost::lexical_cast<std::string>(it.stop.rtol)), shown("atol", boost::lexical_cast<std::string>(it.stop.atol)),
+        shown("maxit", std::to_string(it.stop.max_iterations)), shown("solver", spcg::name_of(so.solver)), shown("kernel", so.kernel),
+        shown("vector-ops", spcg::name_of(it.vector_ops)), shown("check-every", std::to_string(it.check_every)),
+        shown("stagnation", std::to_string(it.stagnation_window)), shown("timing", spcg::name_of(so.timing)),
+        shown("graph", spcg::name_of(it.graph)), shown("persistent", spcg::name_of(it.persistent)),
+        shown("backend", spcg::name_of(so.backend)), shown("amg-coarse-rows", std::to_string(pc.coarse_rows)),
+        shown("amg-omega", boost::lexical_cast<std::string>(pc.prolongator_omega)),
+        shown("amg-smoother", spcg::name_of(pc.smoother)), shown("cheb-degree", std::to_string(pc.chebyshev_degree))})
+    EXPECT_NE(o.output.find(text), std::string::npos) << text << "\n" << o.output;
 }
 
 // ---- spcg info ----
