@@ -12,6 +12,22 @@ void throw_cuda_error(const char* library, const char* call, const std::string& 
   throw CudaError(std::string(library) + " error: " + detail + " in " + call + " at " + base + ":" + std::to_string(line));
 }
 
+void throw_cuda_error(cudaError_t error, const char* call, const char* file, int line) {
+  if (error == cudaErrorMemoryAllocation) {
+    const char* base = file;
+    for (const char* p = file; *p; ++p)
+      if (*p == '/') base = p + 1;
+    throw DeviceMemoryError(std::string("GPU out of memory: ") + cudaGetErrorString(error) + " in " + call + " at " + base +
+                            ":" + std::to_string(line));
+  }
+  throw_cuda_error("CUDA", call, cudaGetErrorString(error), file, line);
+}
+
+void check_launch(const char* kernel, const char* file, int line) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw_cuda_error(e, (std::string("the launch of ") + kernel).c_str(), file, line);
+}
+
 bool cuda_device_available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

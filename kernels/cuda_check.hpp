@@ -16,18 +16,23 @@ namespace spcg {
 
 [[noreturn]] void throw_cuda_error(const char* library, const char* call, const std::string& detail, const char* file,
                                    int line);
+// A failed CUDA call: DeviceMemoryError when the device is out of memory, else CudaError.
+[[noreturn]] void throw_cuda_error(cudaError_t error, const char* call, const char* file, int line);
+// After a kernel launch: takes the launch's error (cudaGetLastError, so that a failed launch is reported once,
+// not again by every later check), naming the kernel.
+void check_launch(const char* kernel, const char* file, int line);
 
 }  // namespace spcg
 
 #define CHECK_CUDA(call)                                                                       \
   do {                                                                                         \
     const cudaError_t spcg_err_ = (call);                                                      \
-    if (spcg_err_ != cudaSuccess)                                                              \
-      ::spcg::throw_cuda_error("CUDA", #call, cudaGetErrorString(spcg_err_), __FILE__, __LINE__); \
+    if (spcg_err_ != cudaSuccess) ::spcg::throw_cuda_error(spcg_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
-// After a kernel launch: launch-configuration errors surface here, asynchronous ones at the next sync.
-#define CHECK_LAUNCH(name) CHECK_CUDA(cudaPeekAtLastError())
+// After a kernel launch: launch-configuration errors (and a launch out of memory) surface here, asynchronous
+// ones at the next sync.
+#define CHECK_LAUNCH(name) ::spcg::check_launch(name, __FILE__, __LINE__)
 
 #define CHECK_CUSPARSE(call)                                                                           \
   do {                                                                                                 \

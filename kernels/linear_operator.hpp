@@ -20,7 +20,7 @@ struct SetupInfo {
   double upload_ms = 0;      // host -> device copies
   double analysis_ms = 0;    // device-side analysis (cuSPARSE preprocess, auto-tuning trials)
   int64_t device_bytes = 0;  // matrix storage on the device
-  std::string reason;        // auto: why this kernel; others: empty
+  std::string reason;        // auto: why this kernel; a named kernel: what its setup chose (e.g. a sub-warp width), or empty
 };
 
 struct OperatorOptions {

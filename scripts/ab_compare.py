@@ -23,7 +23,7 @@ CASES = [
     ("cg jacobi fv1 (persistent)", "--matrix inputs/fv1.mtx --precond jacobi --timing phases"),
     ("multi-cg jacobi poisson3d:128 k=8", "--generate poisson3d:128 --solver multi-cg --nrhs 8 --precond jacobi --timing phases"),
     ("block-cg jacobi poisson3d:64 k=16", "--generate poisson3d:64 --solver block-cg --nrhs 16 --precond jacobi --timing phases"),
-    ("block-cg none poisson3d:128 k=16", "--generate poisson3d:128 --solver block-cg --nrhs 16 --timing phases"),
+    ("block-cg none poisson3d:128 k=16", "--generate poisson3d:128 --solver block-cg --nrhs 16 --precond none --timing phases"),
     ("cg amg poisson3d:200", "--generate poisson3d:200 --precond amg --timing phases"),
     ("cg amg jump3d:128", "--generate jump3d:128 --precond amg --timing phases"),
     ("cg chebyshev poisson3d:128", "--generate poisson3d:128 --precond chebyshev --timing phases"),

@@ -86,7 +86,7 @@ def main():
     for _ in range(args.repeats):
         runs["floor"].append(wall([FLOOR])[0])
         for f in files:
-            t, rc, out = wall([SPCG, "solve", "--matrix", f, "--report-file", rep_path])
+            t, rc, out = wall([SPCG, "solve", "--matrix", f, "--precond", "none", "--report-file", rep_path])
             if rc != 0:
                 print(out)
                 sys.exit("spcg solve failed")
@@ -125,7 +125,7 @@ def main():
             floors.append(wall([FLOOR])[0])
             best = None
             for _ in range(2):
-                t, rc, out = wall([SPCG, "solve", "--matrix", path, "--report-file", rep_path])
+                t, rc, out = wall([SPCG, "solve", "--matrix", path, "--precond", "none", "--report-file", rep_path])
                 ph, rep = report_phases(rep_path) if os.path.exists(rep_path) and rc in (0, 3) else ({}, {})
                 if best is None or t < best[0]:
                     best = (t, rc, ph.get("solve", 0.0), ph)
@@ -141,7 +141,7 @@ def main():
                                                           "--nrhs", "16", "--rhs", "random"])]:
         best = None
         for _ in range(2):
-            t, rc, out = wall([SPCG, "solve", *extra, "--report-file", rep_path])
+            t, rc, out = wall([SPCG, "solve", *extra, "--precond", "none", "--report-file", rep_path])
             ph, rep = report_phases(rep_path)
             if best is None or ph["setup (total)"] < best["setup (total)"]:
                 best = ph

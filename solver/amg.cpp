@@ -69,6 +69,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   if (o.coarse_rows < 1 || o.coarse_rows > kMaxDenseRows)
     throw UsageError("amg: the coarsest level's size must be 1.." + std::to_string(kMaxDenseRows) + " rows");
   if (!(o.strength_theta >= 0 && o.strength_theta < 1)) throw UsageError("amg: theta must be in [0, 1)");
+  if (o.max_levels < 1) throw UsageError("amg: the number of levels must be at least 1");
   if (o.prolongator_smoothings < 1 || o.prolongator_smoothings > 3)
     throw UsageError("amg: the prolongator smoothing steps must be 1..3");
   if (!(o.prolongator_omega > 0 && o.prolongator_omega < 2))
@@ -223,6 +224,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
 void AmgPreconditioner::factor_coarsest(const DeviceCsr& a, const std::string& matrix_name) {
   // The coarsest level is small: its Cholesky factor and inverse on the host (Eigen, a few ms at 1000 rows;
   // cuSOLVER would cost a 0.35 s library load), applied on the device as a dense product.
+  // a max_levels cap can leave a level larger than the dense factor is for: refused, with what to change
+  if (a.rows > kMaxDenseRows)
+    throw UsageError("amg: the coarsest level has " + std::to_string(a.rows) + " rows, more than the dense factor's " +
+                     std::to_string(kMaxDenseRows) + " (raise max_levels, or coarsen further)");
   coarse_rows_ = a.rows;
   const CsrMatrix h = download_csr(a);
   Eigen::MatrixXd dense = Eigen::MatrixXd::Zero(h.rows, h.rows);

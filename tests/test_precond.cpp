@@ -349,8 +349,8 @@ TEST_F(GpuPrecond, AppliesAreSymmetricPositiveAndColumnwise) {
 }
 
 // The V-cycle as a stationary iteration, e <- (I - M^-1 A) e: the A-norm of the error per cycle (after five
-// cycles) stays within the factor measured for each configuration on the H100 (docs/perf-notes.md,
-// "Preconditioners, session 18"). The 0.2 holds on 3D Poisson with the defaults (0.192) and on 2D
+// cycles) stays within the factor measured for each configuration on the H100 (2026-11-25, commit 7481a08;
+// docs/perf-notes.md, "AMG's setup and auto's trial"). The 0.2 holds on 3D Poisson with the defaults (0.192) and on 2D
 // Poisson with two smoothings of P at omega = 1.5 / lambda_max and Chebyshev on [lambda_max / 8, lambda_max]
 // (0.167); 2D's default is 0.297.
 TEST_F(GpuPrecond, VCycleContractsTheError) {
@@ -867,6 +867,16 @@ TEST_F(GpuPrecond, AmgMaxLevelsIsHonoured) {
     const SolveResult r = s.solve(RhsKind::random, 2, 4, x);
     EXPECT_TRUE(r.all_converged()) << what;
     expect_true_residual(a, random_block(a.rows, 2, 4), x, so.iteration.stop.rtol, what);
+  }
+  // no level at all is refused; so is a cap that leaves the dense factor more rows than it takes (8000)
+  so.precond_options.max_levels = 0;
+  EXPECT_THROW(Solver(a, so), UsageError);
+  so.precond_options.max_levels = 1;
+  try {
+    Solver big(generate("poisson2d:100"), so);  // 10000 rows on the one level allowed
+    ADD_FAILURE() << "a 10000-row coarsest level was factored densely";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("10000 rows"), std::string::npos) << e.what();
   }
 }
 
