@@ -73,8 +73,11 @@ case "$what" in
     origin=$(cat build-cov/origin)
     export GCOV_PREFIX=/tmp/spcg-gcda GCOV_PREFIX_STRIP=0 SPCG_SOURCE_DIR="$root" SPCG_BINARY="$root/build-cov/apps/spcg"
     rm -rf "$GCOV_PREFIX"
-    for t in build-cov/tests/test_*; do
-      "$t" --gtest_brief=1 > "$dest/coverage_$(basename "$t").log" 2>&1
+    # SPCG_COVERAGE_TESTS: the binaries to run (default all); SPCG_COVERAGE_FILTER: a gtest filter for them
+    # (the instrumented test_kernels takes ~8 min whole on an H200: a run may take the suites in two calls,
+    # whose counts merge adds up)
+    for t in ${SPCG_COVERAGE_TESTS:-build-cov/tests/test_*}; do
+      "$t" --gtest_brief=1 --gtest_filter="${SPCG_COVERAGE_FILTER:-*}" > "$dest/coverage_$(basename "$t").log" 2>&1
       echo "$(basename "$t"): rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$dest/coverage_$(basename "$t").log" | tr '\n' ' ')"
     done
     # the CLI's own paths on the GPU: a few solves as a user runs them
@@ -90,13 +93,31 @@ case "$what" in
     ls -la "$dest/gcda.tgz"
     ;;
   merge)
-    tgz="${2:?usage: scripts/coverage.sh merge GCDA.tgz}"
-    tmp=$(mktemp -d)
-    tar xzf "$tgz" -C "$tmp"
-    find "$bdir" -name '*.gcda' -delete
-    (cd "$tmp/build-cov" && find . -name '*.gcda' -exec cp --parents {} "$bdir/" \;)
-    rm -rf "$tmp"
-    report all
+    shift
+    [ $# -ge 1 ] || { echo "usage: scripts/coverage.sh merge GCDA.tgz [GCDA.tgz ...]" >&2; exit 2; }
+    # each device run's counts to a tracefile of its own, then their sum (gcovr adds the counts)
+    mkdir -p "$out"
+    traces=()
+    i=0
+    for tgz in "$@"; do
+      tmp=$(mktemp -d)
+      tar xzf "$tgz" -C "$tmp"
+      find "$bdir" -name '*.gcda' -delete
+      (cd "$tmp/build-cov" && find . -name '*.gcda' -exec cp --parents {} "$bdir/" \;)
+      rm -rf "$tmp"
+      gcovr -r "$root" "$bdir" --object-directory "$bdir" --gcov-ignore-parse-errors -e "$root/tests/" -e "$root/build.*" \
+        --json "$out/device-$i.json" >/dev/null 2>>"$out/all.gcovr-warnings.log"
+      traces+=(--add-tracefile "$out/device-$i.json")
+      i=$((i + 1))
+    done
+    gcovr "${traces[@]}" -r "$root" --json "$out/all.json" >/dev/null 2>>"$out/all.gcovr-warnings.log"
+    {
+      echo "line coverage (all suites, CPU + GPU, $(date -u +%F), commit $(git rev-parse --short HEAD))"
+      for f in 'sparse/' 'apps/' 'solver/' 'kernels/.*\.cpp$'; do
+        line=$(gcovr --add-tracefile "$out/all.json" -r "$root" -f "$root/$f" -s 2>/dev/null | grep '^lines:' || echo "lines: n/a")
+        printf '  %-22s %s\n' "$f" "$line"
+      done
+    } | tee "$out/all.txt"
     ;;
   *) echo "usage: scripts/coverage.sh cpu|pack|device OUTDIR|merge GCDA.tgz" >&2; exit 2 ;;
 esac
