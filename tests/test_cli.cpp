@@ -931,6 +931,41 @@ TEST(Cli, GpuHistoryHasARowPerIteration) {
   }
 }
 
+// The benchmark harness (spcg bench, solver/bench/) on the GPU, each benchmark on a small generated matrix with
+// one timed run: it exits 0, prints its table, and its JSON holds the rows it measured, the solves converged.
+TEST(Cli, GpuBenchmarksRunEveryHarness) {
+  SPCG_REQUIRE_GPU();
+  TempDir dir;
+  const std::string json = dir.file("b.json");
+  const std::string common = " --matrices poisson2d:48,powerlaw:400 --no-files --runs 1 --output " + json;
+  {
+    const Outcome o = run("bench spmv --kernels csr-scalar,dia,auto" + common);
+    ASSERT_EQ(o.code, 0) << o.output;
+    const std::string j = read_text(json);
+    for (const char* what : {"poisson2d:48", "powerlaw:400", "csr-scalar", "copy_bandwidth_gbs"})
+      EXPECT_NE(j.find(what), std::string::npos) << what << "\n" << j.substr(0, 400);
+  }
+  {
+    const Outcome o = run("bench spmm --k 1,4 --kernels spmm-cwm,spmm-naive" + common);
+    ASSERT_EQ(o.code, 0) << o.output;
+    EXPECT_NE(read_text(json).find("spmm-cwm"), std::string::npos);
+  }
+  {
+    const Outcome o = run("bench cg" + common);
+    ASSERT_EQ(o.code, 0) << o.output;
+    const std::string j = read_text(json);
+    const double rel = json_number(j, "relative_true_residual", 0);
+    EXPECT_LE(rel, 1e-7) << j.substr(0, 400);
+  }
+  {
+    const Outcome o = run("bench block-cg --k 4" + common);
+    ASSERT_EQ(o.code, 0) << o.output;
+    const std::string j = read_text(json);
+    EXPECT_NE(j.find("\"block_cg_converged\":true"), std::string::npos) << j.substr(0, 600);
+    EXPECT_NE(j.find("\"multi_cg_converged\":true"), std::string::npos) << j.substr(0, 600);
+  }
+}
+
 // --monitor N on the GPU: a progress line at (or just past) each multiple of N.
 TEST(Cli, GpuMonitorPrintsProgress) {
   SPCG_REQUIRE_GPU();
