@@ -21,6 +21,7 @@ CASES = [
     ("cg jacobi poisson3d:200 (fused, graph)", "--generate poisson3d:200 --precond jacobi --timing phases"),
     ("cg none poisson3d:128 (fused, DIA)", "--generate poisson3d:128 --precond none --timing phases"),
     ("cg jacobi fv1 (persistent)", "--matrix inputs/fv1.mtx --precond jacobi --timing phases"),
+    ("cg none poisson2d:200 (persistent)", "--generate poisson2d:200 --precond none --timing phases"),
     ("multi-cg jacobi poisson3d:128 k=8", "--generate poisson3d:128 --solver multi-cg --nrhs 8 --precond jacobi --timing phases"),
     ("block-cg jacobi poisson3d:64 k=16", "--generate poisson3d:64 --solver block-cg --nrhs 16 --precond jacobi --timing phases"),
     ("block-cg none poisson3d:128 k=16", "--generate poisson3d:128 --solver block-cg --nrhs 16 --precond none --timing phases"),
@@ -54,8 +55,11 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="the first four cases only")
+    ap.add_argument("--only", default=None, help="the cases whose label contains this text")
     a = ap.parse_args()
     cases = CASES[:4] if a.quick else CASES
+    if a.only:
+        cases = [c for c in CASES if a.only in c[0]]
     tmp = tempfile.mkdtemp(prefix="spcg-ab-")
     rows, mismatch = [], False
     for label, args in cases:
