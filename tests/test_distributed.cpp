@@ -287,6 +287,8 @@ TEST_F(GpuRanks, AFailingRankEndsEveryRank) {
     DenseBlock x;
     solver.solve(RhsKind::ones, 1, 1, x);
   });
+  // not a performance bound: under the group's 20 s timeout by far, so the failing rank ended the others, not
+  // the timeout (a GPU test; CI asserts no duration)
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(failures[static_cast<size_t>(r)]) << "rank " << r << " did not fail";
