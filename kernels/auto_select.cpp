@@ -48,7 +48,7 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-class AutoOperator final : public LinearOperator {
+class AutoOperator final : public LinearOperator, public FusedDotProduct, public PersistentCgLayout {
  public:
   AutoOperator(const MatrixSetup& a, const OperatorOptions& o) : LinearOperator(a) {
     const MatrixStats& st = a.stats();  // on the device
@@ -126,7 +126,7 @@ class AutoOperator final : public LinearOperator {
   double bytes_per_apply(int k) const override { return op_for(k).bytes_per_apply(k); }
   bool deterministic() const override { return spmv_->deterministic() && (!spmm_ || spmm_->deterministic()); }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    return spmv_->apply_with_dot(x, y, sink, s);
+    return ::spcg::apply_with_dot(*spmv_, x, y, sink, s);
   }
 
  protected:

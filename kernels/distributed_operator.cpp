@@ -10,6 +10,7 @@ namespace spcg {
 
 DistributedOperator::DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options)
     : LinearOperator(blocks.local), blocks_(std::move(blocks)), comm_(comm) {
+  collective_ = true;
   nnz_ += blocks_.halo.nnz();
   local_setup_ = std::make_unique<MatrixSetup>(blocks_.local);
   local_op_ = make_operator("auto", *local_setup_, options);
@@ -95,7 +96,7 @@ bool DistributedOperator::apply_with_dot(const double* x, double* y, const DotSi
   bool fused = false;
   apply_around(x, 1.0, y, 1, &sink, s, [&] {
     // y = A_local x, with p'(A_local p) in the epilogue where the local kernel has one
-    fused = local_op_->nnz() > 0 ? local_op_->apply_with_dot(x, y, sink, s) : (local_op_->apply(1.0, x, 0.0, y, 1, s), false);
+    fused = local_op_->nnz() > 0 ? ::spcg::apply_with_dot(*local_op_, x, y, sink, s) : (local_op_->apply(1.0, x, 0.0, y, 1, s), false);
     return fused;  // the halo product adds p'(A_halo p_halo)
   });
   return fused;

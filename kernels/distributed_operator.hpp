@@ -5,8 +5,8 @@
 // A_local x_local runs; the halo product follows the exchange. The blocks and the plan come from
 // sparse/partition.hpp; the local block's kernel is the registry's auto, the halo block's the compressed-row
 // product of kernels/halo_product.cu (only the rows with halo entries). apply_with_dot fuses p'q as one GPU's
-// CG does: the local kernel's epilogue sums p'(A_local p), the halo product adds p'(A_halo p_halo). ranks()
-// gives the solvers the communicator their dot products are summed over.
+// CG does: the local kernel's epilogue sums p'(A_local p), the halo product adds p'(A_halo p_halo). As a RankShare
+// (ranks_of) it gives the engine the communicator its sums go over; its applies are collective.
 #include <cuda_runtime.h>
 
 #include <functional>
@@ -21,7 +21,7 @@
 
 namespace spcg {
 
-class DistributedOperator final : public LinearOperator {
+class DistributedOperator final : public LinearOperator, public FusedDotProduct, public RankShare {
  public:
   // Takes the blocks over (the setups read them: a rank's share of a large system is not copied).
   DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options = {});
@@ -38,7 +38,7 @@ class DistributedOperator final : public LinearOperator {
   }
   using LinearOperator::apply;
 
-  Communicator* ranks() const override { return &comm_; }
+  Communicator& communicator() const override { return comm_; }
   std::string name() const override { return "distributed(" + local_op_->name() + ")"; }
   std::string chosen(int k) const override { return local_op_->chosen(k) + " + halo csr-vector"; }
   double bytes_per_apply(int k) const override {

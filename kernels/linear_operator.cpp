@@ -17,7 +17,7 @@ void LinearOperator::apply(double alpha, const DeviceBlock& X, double beta, Devi
 
 void LinearOperator::apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const {
   if (k == 0) return;
-  if (ranks()) {  // collective: the exchange runs on every rank, whatever its shape
+  if (collective_) {  // the exchange runs on every rank, whatever its shape
     apply_impl(alpha, x, beta, y, k, s);
     return;
   }
@@ -29,9 +29,20 @@ void LinearOperator::apply(double alpha, const double* x, double beta, double* y
   apply_impl(alpha, x, beta, y, k, s);
 }
 
-bool LinearOperator::apply_with_dot(const double* x, double* y, const DotSink&, cudaStream_t s) const {
-  apply(1.0, x, 0.0, y, 1, s);  // no epilogue: the product alone
+bool apply_with_dot(const LinearOperator& A, const double* x, double* y, const DotSink& sink, cudaStream_t s) {
+  if (const auto* f = dynamic_cast<const FusedDotProduct*>(&A)) return f->apply_with_dot(x, y, sink, s);
+  A.apply(1.0, x, 0.0, y, 1, s);  // no epilogue: the product alone
   return false;
+}
+
+const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A) {
+  const auto* p = dynamic_cast<const PersistentCgLayout*>(&A);
+  return p ? p->persistent_cg_matrix() : nullptr;
+}
+
+Communicator* ranks_of(const LinearOperator& A) {
+  const auto* r = dynamic_cast<const RankShare*>(&A);
+  return r ? &r->communicator() : nullptr;
 }
 
 double time_on_stream_ms(cudaStream_t stream, const std::function<void()>& work) {

@@ -59,23 +59,11 @@ class LinearOperator {
   // Raw form for solvers that keep their own buffers: x is cols x k, y is rows x k, both row-major.
   void apply(double alpha, const double* x, double beta, double* y, int k, cudaStream_t stream = 0) const;
 
-  // y = A x (k = 1) and, where the kernel fuses it into its epilogue, *sink.result = x . y. y is always made;
-  // returns whether the dot was (false: the caller runs a separate dot). Only for square operators.
-  virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const;
-
-  // A's layout for the one-launch persistent CG when this operator keeps one (auto does for small systems,
-  // cg_persistent.hpp), else null.
-  virtual const PersistentCgMatrix* persistent_cg_matrix() const { return nullptr; }
-
   virtual std::string name() const = 0;
   // The kernel that runs at block width k: name() for a kernel; auto's choice for auto.
   virtual std::string chosen(int /*k*/) const { return name(); }
   virtual double bytes_per_apply(int k) const = 0;  // the format's own bytes model (beta = 0)
   virtual bool deterministic() const { return true; }
-  // Several GPUs: this operator is one rank's rows of a larger A (kernels/distributed_operator.hpp); its applies
-  // are collective (every rank calls them, even one with no rows), and the solvers sum their dot products over
-  // these ranks. Null for one GPU.
-  virtual Communicator* ranks() const { return nullptr; }
   const SetupInfo& setup_info() const { return info_; }
   int32_t rows() const { return rows_; }
   int32_t cols() const { return cols_; }
@@ -89,7 +77,40 @@ class LinearOperator {
   SetupInfo info_;
   int32_t rows_, cols_;
   int64_t nnz_;
+  bool collective_ = false;  // every rank calls apply, whatever its shape (a RankShare)
 };
+
+// ---- opt-in interfaces: what a solver may ask an operator for beyond apply (Ginkgo's LinOp traits) ----
+// The operator stays one job (apply, name, bytes model, setup info); an extra is an interface a kernel also
+// implements, and a solver asks for it through the functions below (null or false: not offered).
+
+// y = A x (k = 1) with *sink.result = x . y summed in the product's epilogue. y is always made; returns whether
+// the dot was (false: the caller runs a separate dot). Only for square operators.
+class FusedDotProduct {
+ public:
+  virtual ~FusedDotProduct() = default;
+  virtual bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t stream) const = 0;
+};
+// A's layout for the one-launch persistent CG (cg_persistent.hpp), kept by operators of small systems (auto).
+class PersistentCgLayout {
+ public:
+  virtual ~PersistentCgLayout() = default;
+  virtual const PersistentCgMatrix* persistent_cg_matrix() const = 0;  // null when this one keeps none
+};
+// One rank's rows of a larger A (kernels/distributed_operator.hpp): its applies are collective (every rank calls
+// them, even one with no rows), and a solver's sums go over these ranks.
+class RankShare {
+ public:
+  virtual ~RankShare() = default;
+  virtual Communicator& communicator() const = 0;
+};
+
+// y = A x, with x . y fused where A offers it (FusedDotProduct); returns whether it did.
+bool apply_with_dot(const LinearOperator& A, const double* x, double* y, const DotSink& sink, cudaStream_t stream);
+// The persistent CG's layout of A, or null.
+const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A);
+// The ranks A's rows are a share of (several GPUs), or null (one GPU).
+Communicator* ranks_of(const LinearOperator& A);
 
 // Base for SpMV kernels: a k-column block is applied column by column with stride k (repeated SpMV).
 class SpmvOperator : public LinearOperator {

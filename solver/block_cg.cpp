@@ -240,7 +240,7 @@ struct BlockCgTuning {
 class BlockCg {
  public:
   BlockCg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
-      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), engine_("block-cg", B, o, A.ranks()), s_(engine_.stream()), mon_(engine_.monitor()),
+      : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), engine_("block-cg", B, o, ranks_of(A)), s_(engine_.stream()), mon_(engine_.monitor()),
         timer_(engine_.timer()), res_(engine_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_, engine_.reductions()),
         R_(n_, k_, "block-cg R"), V_(n_, k_, "block-cg V"), W1_(n_, k_, "block-cg W"), W2_(n_, k_, "block-cg W'"),
         W_(W1_.data()), spare_(W2_.data()), norms_(k_, "block-cg norms"), ws_(reduction_blocks(n_ * k_), 2 * k_),

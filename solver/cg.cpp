@@ -149,7 +149,7 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
   if (o.vector_ops == VectorOps::thrust) return cg_thrust(e, A, M, b, x, column);
   if (M && !dinv) return pcg_general(e, A, *M, b, x, 1, column);
   if (o.persistent != Switch::off) {
-    const PersistentCgMatrix* small = A.persistent_cg_matrix();
+    const PersistentCgMatrix* small = persistent_cg_layout(A);
     const PersistentCgView view = small ? small->view() : PersistentCgView{};
     if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(e, view, dinv, b, x, column);
     if (o.persistent == Switch::on)
@@ -163,7 +163,7 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
 
 SolveResult solve_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,
                      const SolveOptions& o) {
-  IterationEngine e("cg", B, o, A.ranks());
+  IterationEngine e("cg", B, o, ranks_of(A));
   require_distributed(e, M);
   const int k = B.cols;
   const int64_t n = B.rows;

@@ -31,7 +31,7 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   e.run(rec, [&](KernelTimer& t) {
     if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
       bool fused_dot = true;
-      t.run("spmv", spmm_bytes, [&] { fused_dot = A.apply_with_dot(P.data(), Q.data(), ws.sink(&sc->pq), s); });
+      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(A, P.data(), Q.data(), ws.sink(&sc->pq), s); });
       if (!fused_dot) t.run("dot", 16.0 * nk, [&] { launch_dot(P.data(), Q.data(), n, ws, &sc->pq, s); });
     } else {
       t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });             // Q = A P
@@ -77,7 +77,7 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
   e.run(rec, [&](KernelTimer& t) {
     if (k == 1) {  // q = A p, with p'q fused into the kernel's epilogue where it has one
       bool fused_dot = true;
-      t.run("spmv", spmm_bytes, [&] { fused_dot = A.apply_with_dot(P.data(), Q.data(), ws.sink(pq), s); });
+      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(A, P.data(), Q.data(), ws.sink(pq), s); });
       if (!fused_dot) t.run("dot", 16.0 * n, [&] { launch_dot(P.data(), Q.data(), n, ws, pq, s); });
     } else {
       t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });                     // Q = A P
@@ -100,7 +100,7 @@ SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, c
                            const SolveOptions& o) {
   const int k = B.cols;
   if (k > 128) throw UsageError("multi-cg supports at most 128 right-hand sides per solve");
-  IterationEngine e("multi-cg", B, o, A.ranks());
+  IterationEngine e("multi-cg", B, o, ranks_of(A));
   const double* dinv = M ? M->inverse_diagonal() : nullptr;
   if (M && !dinv) pcg_general(e, A, *M, B.data(), X.data(), k, 0);
   else cg_recurrences(e, A, dinv, B.data(), X.data(), k, 0);

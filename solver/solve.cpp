@@ -10,7 +10,7 @@ std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlo
   DeviceBlock R(B.rows, B.cols, "true residual");
   if (B.size()) CHECK_CUDA(cudaMemcpyAsync(R.data(), B.data(), B.size() * sizeof(double), cudaMemcpyDeviceToDevice, s));
   A.apply(-1.0, X.data(), 1.0, R.data(), B.cols, s);
-  ReductionPolicy sums(A.ranks());
+  ReductionPolicy sums(ranks_of(A));
   return column_norms(R, s, sums);
 }
 

@@ -45,7 +45,7 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
 // The refusal when a solve on several GPUs meets what is not distributed (the capability in solve_types.hpp).
 void require_distributed(IterationEngine& e, const PreconditionerOp* M);
 
-// ||B_j - A X_j|| per column, on the device (one SpMM + column dots), summed over A.ranks() on several GPUs.
+// ||B_j - A X_j|| per column, on the device (one SpMM + column dots), summed over ranks_of(A) on several GPUs.
 std::vector<double> true_residual_norms(const LinearOperator& A, const DeviceBlock& B, const DeviceBlock& X,
                                         cudaStream_t s = 0);
 ColumnStatus from_device_status(int status);  // CgStatus -> ColumnStatus

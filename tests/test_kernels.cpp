@@ -416,7 +416,7 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
       built.push_back(name);
       DeviceArray<double> x(hx), y(std::vector<double>(static_cast<size_t>(a.rows), nan)), res(std::vector<double>{nan});
       const ReductionWorkspace ws(reduction_blocks(a.rows), 2);
-      if (!op->apply_with_dot(x.data(), y.data(), ws.sink(res.data()), 0)) continue;  // no epilogue: the solver falls back
+      if (!apply_with_dot(*op, x.data(), y.data(), ws.sink(res.data()), 0)) continue;  // no epilogue: the solver falls back
       fused.push_back(name);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
       const std::vector<double> hy = y.download();
@@ -811,11 +811,11 @@ TEST(LinearOperatorBase, ShapesDegenerateCallsAndDefaults) {
   empty.apply(1.0, x.data(), 0.0, y.data(), 1);  // no rows: nothing to do
   EXPECT_EQ(empty.calls, 0);
   DotSink sink;
-  EXPECT_FALSE(op.apply_with_dot(x.data(), y.data(), sink, 0)) << "no epilogue by default";
+  EXPECT_FALSE(apply_with_dot(op, x.data(), y.data(), sink, 0)) << "no epilogue by default";
   EXPECT_EQ(op.chosen(8), "host-test");
   EXPECT_TRUE(op.deterministic());
-  EXPECT_EQ(op.ranks(), nullptr);
-  EXPECT_EQ(op.persistent_cg_matrix(), nullptr);
+  EXPECT_EQ(ranks_of(op), nullptr);
+  EXPECT_EQ(persistent_cg_layout(op), nullptr);
   EXPECT_TRUE(op.setup_info().reason.empty());
   EXPECT_EQ(auto_choice(op, 4), "host-test");
   EXPECT_DOUBLE_EQ(op.bytes_per_apply(2), 12.0 * 5 + 4.0 * 4 + 16.0 * 3 * 2);

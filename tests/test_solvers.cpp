@@ -836,7 +836,7 @@ TEST_F(GpuSolver, KernelsWithoutAFusedDotTakeTheSeparateDot) {
       DenseBlock y(a.rows, 1, 1.0);
       DeviceArray<double> dx(std::vector<double>(y.data.begin(), y.data.end())), dy(a.rows), res(1);
       const ReductionWorkspace ws(reduction_blocks(a.rows), 2);
-      ASSERT_FALSE(op->apply_with_dot(dx.data(), dy.data(), ws.sink(res.data()), 0)) << kernel << " fuses now: pick another kernel";
+      ASSERT_FALSE(apply_with_dot(*op, dx.data(), dy.data(), ws.sink(res.data()), 0)) << kernel << " fuses now: pick another kernel";
     }
     const auto r = run("multi-cg", a, b, options(1e-9), kernel);
     expect_matches_eigen(a, b, r.x, r.result, 1e-9, true, "multi-cg k=1 " + kernel);

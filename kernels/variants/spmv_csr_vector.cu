@@ -49,7 +49,7 @@ int vector_width(double mean) {
   return w;
 }
 
-class CsrVector final : public SpmvOperator {
+class CsrVector final : public SpmvOperator, public FusedDotProduct {
  public:
   CsrVector(const MatrixSetup& m) : SpmvOperator(m), width_(vector_width(m.rows() ? double(m.nnz()) / m.rows() : 1)) {
     info_.format = "csr";
@@ -59,7 +59,7 @@ class CsrVector final : public SpmvOperator {
   std::string name() const override { return "csr-vector"; }
   double bytes_per_apply(int k) const override { return csr_bytes_model(rows_, nnz_, 1) * k; }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ == 0 || nnz_ == 0 || rows_ != cols_) return LinearOperator::apply_with_dot(x, y, sink, s);
+    if (rows_ == 0 || nnz_ == 0 || rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
     if (launch<true>(1.0, x, 0.0, y, 1, sink, s) > sink.capacity) throw Error("csr-vector: dot sink too small");
     return true;
   }

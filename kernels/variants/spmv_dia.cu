@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(DiaTuning::threads)
   if (WithDot) dev::dot_epilogue(sink, dot);
 }
 
-class Dia final : public SpmvOperator {
+class Dia final : public SpmvOperator, public FusedDotProduct {
  public:
   Dia(const MatrixSetup& m) : SpmvOperator(m) {
     dia_ = shared_dia(m, name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true, 1, info_);
@@ -77,7 +77,7 @@ class Dia final : public SpmvOperator {
   std::string name() const override { return "dia"; }
   double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_) * k; }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ != cols_) return LinearOperator::apply_with_dot(x, y, sink, s);  // the product alone
+    if (rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
     launch<true>(x, 1, 1.0, 0.0, y, s, sink);
     return true;
   }

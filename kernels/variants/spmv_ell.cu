@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(EllTuning::threads)
   if (WithDot) dev::dot_epilogue(sink, dot);
 }
 
-class Ell final : public SpmvOperator {
+class Ell final : public SpmvOperator, public FusedDotProduct {
  public:
   Ell(const MatrixSetup& m) : SpmvOperator(m) {
     // Built on the device from the shared CSR; the width is the statistics' longest row.
@@ -49,7 +49,7 @@ class Ell final : public SpmvOperator {
   std::string name() const override { return "ell"; }
   double bytes_per_apply(int k) const override { return (12.0 * double(rows_) * ell_.width + 16.0 * rows_) * k; }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ != cols_) return LinearOperator::apply_with_dot(x, y, sink, s);  // the product alone
+    if (rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
     const int blocks = std::min(sink.capacity, grid_stride_blocks(rows_, EllTuning::threads, EllTuning::blocks_per_sm));
     ell_kernel<true><<<blocks, EllTuning::threads, 0, s>>>(rows_, ell_.width, ell_.col_idx.data(), ell_.values.data(),
                                                           x, 1, 1.0, 0.0, y, sink);

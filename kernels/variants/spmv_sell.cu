@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(SellTuning::threads)
   if (WithDot) dev::dot_epilogue(sink, dot);
 }
 
-class Sell final : public SpmvOperator {
+class Sell final : public SpmvOperator, public FusedDotProduct {
  public:
   Sell(const MatrixSetup& m, int sigma, std::string name) : SpmvOperator(m), name_(std::move(name)) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -72,7 +72,7 @@ class Sell final : public SpmvOperator {
     return (12.0 * double(sell_.stored) + 16.0 * rows_ + (permuted_ ? 4.0 * rows_ : 0) + 12.0 * sell_.slices) * k;
   }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ != cols_) return LinearOperator::apply_with_dot(x, y, sink, s);  // the product alone
+    if (rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
     launch<true>(1.0, x, 0.0, y, 1, sink, s);
     return true;
   }
