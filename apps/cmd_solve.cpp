@@ -195,7 +195,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("atol", po::value<double>()->default_value(it.stop.atol), "absolute tolerance")
       ("maxit", po::value<int>()->default_value(it.stop.max_iterations), "maximum iterations")
       ("solver", enum_value(lib.solver), choices<SolverKind>().c_str())
-      ("kernel", po::value<std::string>()->default_value(lib.kernel), "auto or a registry kernel (see spcg bench spmv --list)")
+      ("kernel", po::value<std::string>()->default_value(lib.kernel.name()), "auto or a registry kernel (see spcg bench spmv --list)")
       ("precond", enum_value(default_preconditioner(false, false)), precond_help.c_str())
       ("block-size", po::value<int>()->default_value(pc.block_size),
        "block-jacobi: b x b diagonal blocks, 1..8 (0: detect the node block structure)")

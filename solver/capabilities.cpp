@@ -23,7 +23,7 @@ std::string several_gpus_refusal(const SolverOptions& o) {
   if (!runs_on_several_gpus(o.solver)) return std::string("on several GPUs ") + name_of(o.solver) + " is not distributed";
   if (std::string why = several_gpus_refusal(o.precond); !why.empty()) return why;
   if (std::string why = several_gpus_refusal(o.iteration.vector_ops); !why.empty()) return why;
-  if (o.kernel != "auto") return "on several GPUs the kernel is auto (each rank picks its own for its local block)";
+  if (!o.kernel.is_auto()) return "on several GPUs the kernel is auto (each rank picks its own for its local block)";
   if (o.backend == Backend::host) return "on several GPUs the backend is gpu (the host backend is one process)";
   return {};
 }

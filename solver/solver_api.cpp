@@ -104,7 +104,7 @@ struct Solver::Impl {
     check_device_memory(setup->rows(), setup->nnz(), std::max(1, options.expected_columns), options.solver);
     const OperatorOptions oo = operator_options(options);
     const auto t_op = std::chrono::steady_clock::now();
-    op = make_operator(options.kernel, *setup, oo);
+    op = make_operator(options.kernel.name(), *setup, oo);
     const double operator_ms = ms_since(t_op);
     if (options.iteration.deterministic && !op->deterministic())
       throw UsageError("deterministic solves: kernel '" + op->name() + "' is not deterministic (choose one of ours)");

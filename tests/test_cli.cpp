@@ -414,7 +414,7 @@ TEST(Cli, HelpShowsTheLibrarysDefaults) {
   ASSERT_EQ(o.code, 0) << o.output;
   for (const std::string& text :
        {shown("tol", boost::lexical_cast<std::string>(it.stop.rtol)), shown("atol", boost::lexical_cast<std::string>(it.stop.atol)),
-        shown("maxit", std::to_string(it.stop.max_iterations)), shown("solver", spcg::name_of(so.solver)), shown("kernel", so.kernel),
+        shown("maxit", std::to_string(it.stop.max_iterations)), shown("solver", spcg::name_of(so.solver)), shown("kernel", so.kernel.name()),
         shown("vector-ops", spcg::name_of(it.vector_ops)), shown("check-every", std::to_string(it.check_every)),
         shown("stagnation", std::to_string(it.stagnation_window)), shown("timing", spcg::name_of(so.timing)),
         shown("graph", spcg::name_of(it.graph)), shown("persistent", spcg::name_of(it.persistent)),

@@ -103,6 +103,22 @@ constexpr bool runs_on_several_gpus(VectorOps v) { return v == VectorOps::fused;
 std::string several_gpus_refusal(Preconditioner p);
 std::string several_gpus_refusal(VectorOps v);
 
+// The kernel a solve runs: auto (chosen from the matrix's statistics and a timed trial, with a printed reason)
+// or a registry kernel by name (spcg bench --list; checked at setup, UsageError listing the names).
+class KernelChoice {
+ public:
+  KernelChoice() = default;  // auto
+  KernelChoice(std::string name) : name_(std::move(name)) {}  // NOLINT: "dia" reads as a choice
+  KernelChoice(const char* name) : name_(name) {}             // NOLINT
+  bool is_auto() const { return name_ == "auto"; }
+  const std::string& name() const { return name_; }  // "auto" (the registry's entry for auto) or a kernel's name
+  bool operator==(const KernelChoice& o) const { return name_ == o.name_; }
+  bool operator!=(const KernelChoice& o) const { return name_ != o.name_; }
+
+ private:
+  std::string name_ = "auto";
+};
+
 // Stop when ||r_j|| <= max(rtol ||b_j||, atol), or after max_iterations.
 struct StopRule {
   double rtol = 1e-8;

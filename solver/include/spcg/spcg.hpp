@@ -62,7 +62,7 @@ struct DeviceBlockRef {
 // Everything a solver is set up with. The iteration's own options are in `iteration`.
 struct SolverOptions {
   SolverKind solver = SolverKind::cg;
-  std::string kernel = "auto";  // a registry kernel (spcg bench spmv --list), or auto: chosen with a printed reason
+  KernelChoice kernel;           // auto (chosen with a printed reason), or a registry kernel: o.kernel = "dia"
   Preconditioner precond = Preconditioner::none;
   PreconditionerOptions precond_options;  // block size, Chebyshev degree, AMG's theta, smoother, ...
   Backend backend = Backend::automatic;         // automatic: the GPU when one is usable, else the host
