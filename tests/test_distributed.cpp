@@ -251,6 +251,34 @@ TEST_F(GpuRanks, ReportedTrueResidualIsTheReturnedXs) {
     }
 }
 
+// The iteration engine's reduction policy is the only thing ranks change: Jacobi-CG on one GPU and on 1 and 3
+// in-process ranks takes the same iterations, and ||r|| read after every iteration (monitor_every 1) agrees to
+// the rounding of the sums' order; on one rank (a sum over one rank is the identity) it is one GPU's bit for bit.
+TEST_F(GpuRanks, ReductionPolicyKeepsOneGpusIterates) {
+  const CsrMatrix a = generate("poisson2d:20");
+  SolverOptions o = options_for(SolverKind::multi_cg, Preconditioner::jacobi, 1, /*deterministic=*/true);
+  o.iteration.monitor_every = 1, o.iteration.keep_history = true;
+  Solver one(CsrMatrix(a), o);
+  DenseBlock x1;
+  const SolveResult r1 = one.solve(RhsKind::random, 1, 3, x1);
+  ASSERT_TRUE(r1.all_converged());
+  const std::vector<std::pair<int, double>>& h1 = r1.history.at(0);
+  ASSERT_EQ(h1.size(), static_cast<size_t>(r1.columns[0].iterations) + 1);
+  for (const int size : {1, 3}) {
+    const RanksOutcome got = solve_on_ranks(a, size, o, 1, 3);
+    ASSERT_TRUE(got.rank0.all_converged()) << size << " ranks";
+    EXPECT_EQ(got.rank0.columns[0].iterations, r1.columns[0].iterations) << size << " ranks";
+    const std::vector<std::pair<int, double>>& h = got.rank0.history.at(0);
+    ASSERT_EQ(h.size(), h1.size()) << size << " ranks";
+    for (size_t i = 0; i < h.size(); ++i) {
+      EXPECT_EQ(h[i].first, h1[i].first);
+      if (size == 1) EXPECT_EQ(h[i].second, h1[i].second) << "iteration " << i << ": one rank differs from one GPU";
+      else EXPECT_NEAR(h[i].second, h1[i].second, 1e-9 * h1[i].second) << size << " ranks, iteration " << i;
+    }
+    if (size == 1) EXPECT_EQ(std::memcmp(got.x.data.data(), x1.data.data(), x1.data.size() * sizeof(double)), 0);
+  }
+}
+
 // Deterministic mode: the same rank count gives the same bits on every run, and one rank gives the one-GPU
 // multi-cg's bits (the same kernels; the sum over one rank is the identity).
 TEST_F(GpuRanks, DeterministicSolvesRepeatBitForBit) {
