@@ -83,7 +83,7 @@ DenseBlock made_rhs(RhsKind kind, int32_t n, int k, uint64_t seed) {
 }
 
 // The library's setup phase that sums the others (Solver and RankSolver list it under this name).
-constexpr std::string_view kSetupTotal = "setup (total)";
+constexpr std::string_view kSetupTotal = kSetupTotalPhase;  // the library names it
 double setup_total_ms(const std::vector<Phase>& phases) {
   for (const Phase& p : phases)
     if (p.name == kSetupTotal) return p.ms;

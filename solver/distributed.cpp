@@ -82,7 +82,7 @@ RankSolver::RankSolver(RankBlocks blocks, int32_t global_rows, Communicator& com
   const bool timed = times_each_kernel(options, global_rows);
   s.options.iteration.time_kernels = timed;
   comm.set_timing(timed);
-  s.phases = {{"operator (local + halo)", op_ms}, {"preconditioner", pc_ms}, {"setup (total)", ms_since(t0)}};
+  s.phases = {{"operator (local + halo)", op_ms}, {"preconditioner", pc_ms}, {std::string(kSetupTotalPhase), ms_since(t0)}};
 }
 
 RankSolver::~RankSolver() = default;

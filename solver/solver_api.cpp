@@ -123,7 +123,7 @@ struct Solver::Impl {
               {"conversion", shared.conversion_ms + si.convert_ms},
               {"analysis", std::max(0.0, operator_ms - shared.conversion_ms - si.convert_ms - si.upload_ms)},
               {"preconditioner", precond_ms},
-              {"setup (total)", ms_since(t_setup)}};
+              {std::string(kSetupTotalPhase), ms_since(t_setup)}};
   }
 
   void set_up_on_host() {
@@ -161,7 +161,7 @@ struct Solver::Impl {
   SolveResult run_on_host(const DenseBlock& b, DenseBlock& x, const DenseBlock* x0) {
     const StopRule& rule = options.iteration.stop;
     const auto t0 = std::chrono::steady_clock::now();
-    HostSolveResult h = eigen_cg(*host, b, rule.rtol, rule.max_iterations, host_jacobi, x0);
+    HostSolveResult h = eigen_cg(*host, b, rule.rtol, rule.max_iterations, host_jacobi, x0, rule.atol);
     SolveResult r;
     r.solver = "eigen-cg";
     r.solve_ms = ms_since(t0);

@@ -1,5 +1,7 @@
 #include "eigen_bridge.hpp"
 
+#include <algorithm>
+
 #include <Eigen/IterativeLinearSolvers>
 #include <chrono>
 #include <cmath>
@@ -33,8 +35,8 @@ CsrMatrix from_eigen(const EigenCsr& m0) {
 
 namespace {
 template <class Solver>
-HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, double rtol, int maxit, const DenseBlock* x0) {
-  cg.setTolerance(rtol);
+HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, double rtol, int maxit, const DenseBlock* x0,
+                       double atol) {
   cg.setMaxIterations(maxit);
   cg.compute(m);
   HostSolveResult r;
@@ -43,6 +45,9 @@ HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, doubl
   for (int32_t j = 0; j < b.cols; ++j) {
     Eigen::VectorXd bj(b.rows), guess = Eigen::VectorXd::Zero(b.rows);
     for (int32_t i = 0; i < b.rows; ++i) bj[i] = b.at(i, j);
+    // Eigen stops at ||r|| <= tol ||b||: the stopping rule max(rtol ||b||, atol) as a tolerance of its own
+    const double b_norm = bj.norm();
+    cg.setTolerance(b_norm > 0 ? std::max(rtol, atol / b_norm) : rtol);
     if (x0)
       for (int32_t i = 0; i < b.rows; ++i) guess[i] = x0->at(i, j);
     Eigen::VectorXd xj = cg.solveWithGuess(bj, guess);
@@ -56,17 +61,17 @@ HostSolveResult run_cg(Solver& cg, const EigenCsr& m, const DenseBlock& b, doubl
 }  // namespace
 
 HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, bool jacobi,
-                         const DenseBlock* x0) {
+                         const DenseBlock* x0, double atol) {
   const auto t0 = std::chrono::steady_clock::now();
   // Eigen's CG reads only the lower triangle by default; Lower|Upper uses the full (symmetric) matrix.
   const EigenCsr m = to_eigen(a);
   HostSolveResult r;
   if (jacobi) {
     Eigen::ConjugateGradient<EigenCsr, Eigen::Lower | Eigen::Upper, Eigen::DiagonalPreconditioner<double>> cg;
-    r = run_cg(cg, m, b, rtol, maxit, x0);
+    r = run_cg(cg, m, b, rtol, maxit, x0, atol);
   } else {
     Eigen::ConjugateGradient<EigenCsr, Eigen::Lower | Eigen::Upper, Eigen::IdentityPreconditioner> cg;
-    r = run_cg(cg, m, b, rtol, maxit, x0);
+    r = run_cg(cg, m, b, rtol, maxit, x0, atol);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

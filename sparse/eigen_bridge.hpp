@@ -21,9 +21,10 @@ struct HostSolveResult {
   double seconds = 0;
 };
 
-// Eigen ConjugateGradient on every column of b: unpreconditioned (identity), or with Jacobi (diagonal).
+// Eigen ConjugateGradient on every column of b: unpreconditioned (identity), or with Jacobi (diagonal); each
+// column stops at ||r|| <= max(rtol ||b_j||, atol), the library's rule.
 HostSolveResult eigen_cg(const CsrMatrix& a, const DenseBlock& b, double rtol, int maxit, bool jacobi,
-                         const DenseBlock* x0 = nullptr);
+                         const DenseBlock* x0 = nullptr, double atol = 0);
 // A preconditioner name would convert to `true` silently: refused at compile time.
 HostSolveResult eigen_cg(const CsrMatrix&, const DenseBlock&, double, int, const char*, const DenseBlock* = nullptr) = delete;
 

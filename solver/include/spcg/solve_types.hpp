@@ -135,6 +135,8 @@ struct Phase {
   std::string name;
   double ms;
 };
+// The setup's last phase, its whole time (Solver and RankSolver end their setup_phases() with it).
+inline constexpr std::string_view kSetupTotalPhase = "setup (total)";
 
 // The preconditioners' own options (each defined here once; the CLI's --block-size, --cheb-degree, ... set them).
 struct PreconditionerOptions {
