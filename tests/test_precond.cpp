@@ -30,6 +30,7 @@
 #include "solver.hpp"
 #include "spcg/spcg.hpp"
 #include "test_util.hpp"
+#include "host_operator.hpp"
 
 using namespace spcg;
 
@@ -675,28 +676,7 @@ TEST(ChebyshevSteps, CoefficientsFollowTheRecurrence) {
 
 // ---- option checks and setup errors ----
 
-// A host-side operator (the LinearOperator interface over host memory) so that the preconditioners' option
-// checks, which come before any device work, run without a GPU.
-class HostOperator final : public LinearOperator {
- public:
-  explicit HostOperator(const CsrMatrix& a) : LinearOperator(a), a_(a) {}
-  std::string name() const override { return "host-test"; }
-  double bytes_per_apply(int) const override { return 0; }
-
- protected:
-  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t) const override {
-    for (int32_t i = 0; i < a_.rows; ++i)
-      for (int j = 0; j < k; ++j) {
-        double s = 0;
-        for (int32_t p = a_.row_ptr[i]; p < a_.row_ptr[i + 1]; ++p) s += a_.values[p] * x[int64_t{a_.col_idx[p]} * k + j];
-        double& out = y[int64_t{i} * k + j];
-        out = alpha * s + (beta == 0 ? 0.0 : beta * out);
-      }
-  }
-
- private:
-  CsrMatrix a_;
-};
+using spcg::test::HostOperator;
 
 void expect_usage_error(Preconditioner kind, const PreconditionerOptions& o, const std::string& message) {
   const CsrMatrix a = generate("poisson2d:6");

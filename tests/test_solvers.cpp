@@ -20,6 +20,7 @@
 #include "spectrum.hpp"
 #include "test_util.hpp"
 #include "vector_ops.hpp"
+#include "host_operator.hpp"
 
 using namespace spcg;
 
@@ -602,28 +603,7 @@ namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 
-// A host-side operator (the LinearOperator interface over host memory): the checks that come before any
-// device work run without a GPU.
-class HostOperator final : public LinearOperator {
- public:
-  explicit HostOperator(const CsrMatrix& a) : LinearOperator(a), a_(a) {}
-  std::string name() const override { return "host-test"; }
-  double bytes_per_apply(int) const override { return 0; }
-
- protected:
-  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t) const override {
-    for (int32_t i = 0; i < a_.rows; ++i)
-      for (int j = 0; j < k; ++j) {
-        double s = 0;
-        for (int32_t p = a_.row_ptr[i]; p < a_.row_ptr[i + 1]; ++p) s += a_.values[p] * x[int64_t{a_.col_idx[p]} * k + j];
-        double& out = y[int64_t{i} * k + j];
-        out = alpha * s + (beta == 0 ? 0.0 : beta * out);
-      }
-  }
-
- private:
-  CsrMatrix a_;
-};
+using spcg::test::HostOperator;
 
 CsrMatrix negated(CsrMatrix a) {
   for (double& v : a.values) v = -v;
