@@ -27,20 +27,7 @@ void check_rank_rows(const DistributedOperator& op, const SolverOptions& o) {
     for (int32_t q = b.halo.row_ptr[i]; q < b.halo.row_ptr[i + 1]; ++q)
       if (!std::isfinite(b.halo.values[q]))
         throw InputError(o.matrix_name, 0, "row " + std::to_string(b.row_begin + i + 1) + " holds a NaN or Inf entry");
-  const MatrixStats& st = op.local_setup().stats();
-  if (st.non_finite_values > 0)
-    throw InputError(o.matrix_name, 0, rows + " hold " + std::to_string(st.non_finite_values) + " NaN or Inf entries");
-  if (!o.check_matrix) return;
-  if (!st.numerically_symmetric)
-    throw InputError(o.matrix_name, 0, "matrix is not symmetric: the diagonal block of " + rows +
-                                           " is not (max relative asymmetry " + std::to_string(st.max_asymmetry) +
-                                           "); CG needs an SPD matrix");
-  if (!st.diagonal_positive)
-    throw InputError(o.matrix_name, 0, "matrix is not positive definite: row " +
-                                           std::to_string(b.row_begin + st.first_nonpositive_row + 1) + " has diagonal " +
-                                           (st.first_nonpositive_value == 0 ? std::string("0 (zero or missing)")
-                                                                            : std::to_string(st.first_nonpositive_value)) +
-                                           ", and an SPD matrix has a positive diagonal");
+  check_matrix(op.local_setup().stats(), o, b.row_begin, "the diagonal block of " + rows);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // when a solve times each kernel with events.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "linear_operator.hpp"
 #include "spcg/spcg.hpp"
@@ -23,6 +24,13 @@ inline OperatorOptions operator_options(const SolverOptions& o) {
   oo.expected_k = o.solver == SolverKind::cg ? 1 : std::max(1, o.expected_columns);
   return oo;
 }
+
+// What CG cannot solve is refused before a solve, naming the first offending row (MatrixRefusedError: an
+// asymmetry or a non-positive diagonal may be overridden with check_matrix off; a non-square matrix or a NaN
+// may not). `st` are the statistics of the whole matrix, or of one rank's diagonal block (a principal block of
+// a symmetric A is symmetric, and e_i' A e_i > 0 for SPD A): then `first_row` is its first global row and
+// `block` names it in the message ("the diagonal block of rows 101..200").
+void check_matrix(const MatrixStats& st, const SolverOptions& o, int64_t first_row = 0, const std::string& block = "");
 
 inline bool times_each_kernel(const SolverOptions& o, int64_t global_rows) {
   return o.timing == KernelTiming::kernels ||
