@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cstdio>
 
-#include "commands.hpp"
-#include "error.hpp"
-#include "matrix_market.hpp"
-#include "parallel.hpp"
+#include "apps/commands.hpp"
+#include "spcg/error.hpp"
+#include "spcg/matrix_market.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 

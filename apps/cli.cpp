@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "commands.hpp"
-#include "error.hpp"
+#include "apps/commands.hpp"
+#include "spcg/error.hpp"
 
 namespace {
 const char* kUsage =

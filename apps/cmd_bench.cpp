@@ -4,10 +4,10 @@
 #include <charconv>
 #include <cstdio>
 
-#include "bench_common.hpp"
-#include "commands.hpp"
-#include "options.hpp"
-#include "parallel.hpp"
+#include "solver/bench/bench_common.hpp"
+#include "apps/commands.hpp"
+#include "apps/options.hpp"
+#include "sparse/parallel.hpp"
 #include "spcg/spcg.hpp"
 
 namespace po = boost::program_options;

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "commands.hpp"
-#include "options.hpp"
-#include "error.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
+#include "apps/commands.hpp"
+#include "apps/options.hpp"
+#include "spcg/error.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
 
 namespace po = boost::program_options;
 

@@ -2,12 +2,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "commands.hpp"
-#include "options.hpp"
-#include "error.hpp"
-#include "generators.hpp"
-#include "json.hpp"
-#include "problem.hpp"
+#include "apps/commands.hpp"
+#include "apps/options.hpp"
+#include "spcg/error.hpp"
+#include "spcg/generators.hpp"
+#include "sparse/json.hpp"
+#include "sparse/problem.hpp"
 
 namespace po = boost::program_options;
 

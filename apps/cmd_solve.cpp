@@ -17,17 +17,17 @@
 #include <thread>
 #include <variant>
 
-#include "commands.hpp"
-#include "eigen_bridge.hpp"
-#include "generators.hpp"
-#include "json.hpp"
-#include "options.hpp"
-#include "problem.hpp"
-#include "report.hpp"
-#include "ranks.hpp"
+#include "apps/commands.hpp"
+#include "sparse/eigen_bridge.hpp"
+#include "spcg/generators.hpp"
+#include "sparse/json.hpp"
+#include "apps/options.hpp"
+#include "sparse/problem.hpp"
+#include "apps/report.hpp"
+#include "apps/ranks.hpp"
 #include "spcg/distributed.hpp"
 #include "spcg/spcg.hpp"
-#include "timing.hpp"
+#include "sparse/timing.hpp"
 
 namespace po = boost::program_options;
 

@@ -4,6 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "commands.hpp"
+#include "apps/commands.hpp"
 
 int main(int argc, char** argv) { return spcg::run_cli(std::vector<std::string>(argv + 1, argv + argc)); }

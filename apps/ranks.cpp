@@ -1,4 +1,4 @@
-#include "ranks.hpp"
+#include "apps/ranks.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,8 +16,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "cuda_start.hpp"
-#include "error.hpp"
+#include "spcg/cuda_start.hpp"
+#include "spcg/error.hpp"
 #include "spcg/distributed.hpp"
 
 extern char** environ;

@@ -1,10 +1,10 @@
-#include "report.hpp"
+#include "apps/report.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
-#include "json.hpp"
+#include "sparse/json.hpp"
 
 namespace spcg {
 

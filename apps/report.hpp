@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "matrix_market.hpp"
+#include "spcg/matrix_market.hpp"
 #include "spcg/spcg.hpp"
 
 namespace spcg {

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "build_info.hpp"
-#include "commands.hpp"
+#include "apps/commands.hpp"
 
 std::string spcg::version_text() {
   return std::string("spcg ") + SPCG_VERSION + "\n" +

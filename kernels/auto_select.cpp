@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <map>
 
-#include "blas1.hpp"
-#include "cg_persistent.hpp"
-#include "device_formats.hpp"
-#include "formats.hpp"
-#include "registry.hpp"
-#include "stats.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/solver_ops/cg_persistent.hpp"
+#include "kernels/device_formats.hpp"
+#include "sparse/formats.hpp"
+#include "kernels/registry.hpp"
+#include "spcg/stats.hpp"
 
 namespace spcg {
 namespace {

@@ -1,4 +1,4 @@
-#include "communicator.hpp"
+#include "kernels/communicator.hpp"
 
 #include <chrono>
 #include <cstdlib>
@@ -8,9 +8,9 @@
 #include <mutex>
 #include <string>
 
-#include "cuda_check.hpp"
-#include "device_array.hpp"
-#include "vector_ops.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/solver_ops/vector_ops.hpp"
 
 namespace spcg {
 

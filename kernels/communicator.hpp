@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "communication_stats.hpp"
+#include "spcg/communication_stats.hpp"
 
 namespace spcg {
 

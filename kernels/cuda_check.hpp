@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "cuda_start.hpp"
-#include "error.hpp"
+#include "spcg/cuda_start.hpp"
+#include "spcg/error.hpp"
 
 namespace spcg {
 

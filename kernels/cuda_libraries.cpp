@@ -7,7 +7,7 @@
 // loaded library never binds to them), and each forwards to the symbol looked up in the library, which is
 // opened the first time any of its functions is called. A library that cannot be opened is a CudaError naming
 // it and the loader's reason.
-#include "cuda_libraries.hpp"
+#include "kernels/cuda_libraries.hpp"
 
 #include <dlfcn.h>
 
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace spcg {
 namespace {

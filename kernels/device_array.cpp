@@ -1,4 +1,4 @@
-#include "device_array.hpp"
+#include "kernels/device_array.hpp"
 
 #include <atomic>
 #include <cstdio>

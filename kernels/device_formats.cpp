@@ -1,4 +1,4 @@
-#include "device_formats.hpp"
+#include "kernels/device_formats.hpp"
 
 #include <algorithm>
 

@@ -2,10 +2,10 @@
 // Device copies of the host layouts in sparse/formats.hpp. Uploading records its time and bytes in SetupInfo.
 #include <chrono>
 
-#include "device_array.hpp"
-#include "formats.hpp"
-#include "linear_operator.hpp"
-#include "timing.hpp"
+#include "kernels/device_array.hpp"
+#include "sparse/formats.hpp"
+#include "kernels/linear_operator.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg {
 

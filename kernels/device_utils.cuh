@@ -3,7 +3,7 @@
 // fused-dot epilogue. Header-only device code.
 #include <cuda_runtime.h>
 
-#include "linear_operator.hpp"
+#include "kernels/linear_operator.hpp"
 
 namespace spcg {
 namespace dev {

@@ -1,10 +1,10 @@
-#include "distributed_operator.hpp"
+#include "kernels/distributed_operator.hpp"
 
-#include "cuda_check.hpp"
-#include "halo_product.hpp"
-#include "nvtx.hpp"
-#include "registry.hpp"
-#include "vector_ops.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/halo_product.hpp"
+#include "kernels/nvtx.hpp"
+#include "kernels/registry.hpp"
+#include "kernels/solver_ops/vector_ops.hpp"
 
 namespace spcg {
 

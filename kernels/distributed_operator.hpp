@@ -3,7 +3,7 @@
 // this rank's rows: y_local = alpha (A_local x_local + A_halo x_halo) + beta y_local, on n_local x k blocks.
 // The rows of x_local that the peers need are packed and exchanged on a stream of their own while
 // A_local x_local runs; the halo product follows the exchange. The blocks and the plan come from
-// sparse/partition.hpp; the local block's kernel is the registry's auto, the halo block's the compressed-row
+// spcg/partition.hpp; the local block's kernel is the registry's auto, the halo block's the compressed-row
 // product of kernels/halo_product.cu (only the rows with halo entries). apply_with_dot fuses p'q as one GPU's
 // CG does: the local kernel's epilogue sums p'(A_local p), the halo product adds p'(A_halo p_halo). As a RankShare
 // (ranks_of) it gives the engine the communicator its sums go over; its applies are collective.
@@ -13,11 +13,11 @@
 #include <memory>
 #include <vector>
 
-#include "communicator.hpp"
-#include "device_array.hpp"
-#include "linear_operator.hpp"
-#include "matrix_setup.hpp"
-#include "partition.hpp"
+#include "kernels/communicator.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/linear_operator.hpp"
+#include "kernels/matrix_setup.hpp"
+#include "spcg/partition.hpp"
 
 namespace spcg {
 

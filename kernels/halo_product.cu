@@ -7,9 +7,9 @@
 // *sink.result in block order (deterministic), completing the p'q the local product's fused epilogue began.
 #include <algorithm>
 
-#include "cuda_check.hpp"
-#include "device_utils.cuh"
-#include "halo_product.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/halo_product.hpp"
 
 namespace spcg {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "linear_operator.hpp"
+#include "kernels/linear_operator.hpp"
 
 namespace spcg {
 

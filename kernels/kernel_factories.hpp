@@ -2,8 +2,8 @@
 // One factory per kernel file; registry.cpp is the only caller besides tests of internals.
 #include <memory>
 
-#include "linear_operator.hpp"
-#include "matrix_setup.hpp"
+#include "kernels/linear_operator.hpp"
+#include "kernels/matrix_setup.hpp"
 
 namespace spcg {
 #define SPCG_FACTORY(fn) std::unique_ptr<LinearOperator> fn(const MatrixSetup& m, const OperatorOptions& o)

@@ -1,9 +1,9 @@
-#include "kernel_timer.hpp"
+#include "kernels/kernel_timer.hpp"
 
-#include "cuda_check.hpp"
-#include "linear_operator.hpp"
-#include "blas1.hpp"
-#include "device_array.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/linear_operator.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/device_array.hpp"
 
 namespace spcg {
 

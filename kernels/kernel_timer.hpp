@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel_stat.hpp"
-#include "nvtx.hpp"
+#include "spcg/kernel_stat.hpp"
+#include "kernels/nvtx.hpp"
 
 namespace spcg {
 

@@ -2,8 +2,8 @@
 #include <map>
 #include <tuple>
 
-#include "cuda_check.hpp"
-#include "device_utils.cuh"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 

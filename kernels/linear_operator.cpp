@@ -1,7 +1,7 @@
-#include "linear_operator.hpp"
+#include "kernels/linear_operator.hpp"
 
-#include "blas1.hpp"
-#include "matrix_setup.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/matrix_setup.hpp"
 
 namespace spcg {
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "csr_matrix.hpp"
-#include "device_array.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "kernels/device_array.hpp"
 
 namespace spcg {
 

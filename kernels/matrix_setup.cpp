@@ -1,9 +1,9 @@
-#include "matrix_setup.hpp"
+#include "kernels/matrix_setup.hpp"
 
 #include <chrono>
 
-#include "formats.hpp"
-#include "setup_kernels.hpp"
+#include "sparse/formats.hpp"
+#include "kernels/setup_kernels.hpp"
 
 namespace spcg {
 

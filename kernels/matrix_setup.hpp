@@ -8,8 +8,8 @@
 #include <string>
 #include <tuple>
 
-#include "device_formats.hpp"
-#include "stats.hpp"
+#include "kernels/device_formats.hpp"
+#include "spcg/stats.hpp"
 
 namespace spcg {
 

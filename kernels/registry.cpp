@@ -1,6 +1,6 @@
-#include "registry.hpp"
+#include "kernels/registry.hpp"
 
-#include "kernel_factories.hpp"
+#include "kernels/kernel_factories.hpp"
 
 namespace spcg {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "linear_operator.hpp"
-#include "matrix_setup.hpp"
+#include "kernels/linear_operator.hpp"
+#include "kernels/matrix_setup.hpp"
 
 namespace spcg {
 

@@ -14,9 +14,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "device_utils.cuh"
-#include "formats.hpp"
-#include "setup_kernels.hpp"
+#include "kernels/device_utils.cuh"
+#include "sparse/formats.hpp"
+#include "kernels/setup_kernels.hpp"
 
 namespace spcg {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "device_array.hpp"
-#include "device_formats.hpp"
-#include "stats.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/device_formats.hpp"
+#include "spcg/stats.hpp"
 
 namespace spcg {
 

@@ -9,7 +9,7 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get instal
 mkdir -p build/fuzz build/fuzz/corpus
 deflate=()
 [ -f /usr/include/libdeflate.h ] && deflate=(-DSPCG_HAVE_LIBDEFLATE -ldeflate)
-clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -Isparse tests/fuzz_matrix_market.cpp \
+clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. -Isolver/include tests/fuzz_matrix_market.cpp \
   sparse/matrix_market.cpp sparse/mm_input.cpp sparse/mm_parse.cpp sparse/mm_build.cpp sparse/mm_write.cpp sparse/csr_matrix.cpp sparse/host_memory.cpp -lz "${deflate[@]}" -pthread \
   -o build/fuzz/fuzz_matrix_market
 cp inputs/*.mtx build/fuzz/corpus/ 2>/dev/null || true

@@ -8,7 +8,7 @@
 // The cycle is a symmetric V(nu, nu): the same polynomial smoother (Chebyshev on D^-1 A, or l1-Jacobi) before
 // and after the coarse correction, so M^-1 is symmetric and, the smoother being convergent, positive definite:
 // CG stays valid. Every product of the cycle runs on the registry's operators (auto per level) on n x k blocks.
-#include "amg.hpp"
+#include "solver/amg.hpp"
 
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
@@ -18,12 +18,12 @@
 #include <cstdio>
 #include <map>
 
-#include "amg_kernels.hpp"
-#include "matrix_setup.hpp"
-#include "nvtx.hpp"
-#include "registry.hpp"
-#include "spectrum.hpp"
-#include "timing.hpp"
+#include "kernels/precond/amg_kernels.hpp"
+#include "kernels/matrix_setup.hpp"
+#include "kernels/nvtx.hpp"
+#include "kernels/registry.hpp"
+#include "solver/spectrum.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg {
 namespace {

@@ -2,7 +2,7 @@
 // Smoothed-aggregation AMG as a preconditioner (solver/amg.cpp).
 #include <memory>
 
-#include "preconditioner.hpp"
+#include "solver/preconditioner.hpp"
 
 namespace spcg {
 std::unique_ptr<PreconditionerOp> make_amg(const PreconditionerOptions& options, const PreconditionerInputs& inputs);

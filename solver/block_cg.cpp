@@ -31,11 +31,11 @@
 #include <numeric>
 #include <string>
 
-#include "block_ops.hpp"
-#include "communicator.hpp"
-#include "small_dense.hpp"
-#include "solver.hpp"
-#include "cg_ops.hpp"
+#include "kernels/solver_ops/block_ops.hpp"
+#include "kernels/communicator.hpp"
+#include "solver/small_dense.hpp"
+#include "solver/solver.hpp"
+#include "kernels/solver_ops/cg_ops.hpp"
 
 namespace spcg {
 namespace {

@@ -2,9 +2,9 @@
 // spcg/spcg.hpp; the iteration engine asks require_distributed for the preconditioner object it is handed).
 #include <string>
 
-#include "iteration_engine.hpp"
-#include "preconditioner.hpp"
-#include "solver.hpp"
+#include "solver/iteration_engine.hpp"
+#include "solver/preconditioner.hpp"
+#include "solver/solver.hpp"
 #include "spcg/spcg.hpp"
 
 namespace spcg {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "cg_persistent.hpp"
-#include "solver.hpp"
-#include "thrust_ops.hpp"
-#include "cg_ops.hpp"
+#include "kernels/solver_ops/cg_persistent.hpp"
+#include "solver/solver.hpp"
+#include "kernels/solver_ops/thrust_ops.hpp"
+#include "kernels/solver_ops/cg_ops.hpp"
 
 namespace spcg {
 

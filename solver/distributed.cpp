@@ -1,18 +1,18 @@
 #include "spcg/distributed.hpp"
 
-#include "communicator.hpp"
-#include "distributed_operator.hpp"
+#include "kernels/communicator.hpp"
+#include "kernels/distributed_operator.hpp"
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
 
-#include "blas1.hpp"
-#include "nvtx.hpp"
-#include "preconditioner.hpp"
-#include "setup_rules.hpp"
-#include "solver.hpp"
-#include "timing.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/nvtx.hpp"
+#include "solver/preconditioner.hpp"
+#include "solver/setup_rules.hpp"
+#include "solver/solver.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg {
 namespace {

@@ -1,10 +1,10 @@
-#include "iteration_engine.hpp"
+#include "solver/iteration_engine.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "communicator.hpp"
-#include "solver.hpp"
+#include "kernels/communicator.hpp"
+#include "solver/solver.hpp"
 
 namespace spcg {
 

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
-#include "device_array.hpp"
-#include "kernel_timer.hpp"
-#include "monitor.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/kernel_timer.hpp"
+#include "solver/monitor.hpp"
 #include "spcg/solve_types.hpp"
-#include "cg_ops.hpp"
+#include "kernels/solver_ops/cg_ops.hpp"
 
 namespace spcg {
 

@@ -1,8 +1,8 @@
 #include <cmath>
 #include <string>
 
-#include "error.hpp"
-#include "solver.hpp"
+#include "spcg/error.hpp"
+#include "solver/solver.hpp"
 
 namespace spcg {
 

@@ -1,4 +1,4 @@
-#include "monitor.hpp"
+#include "solver/monitor.hpp"
 
 #include <algorithm>
 #include <cmath>

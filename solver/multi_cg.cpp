@@ -4,8 +4,8 @@
 // engine runs them in batches and owns the sums (over the ranks on several GPUs).
 #include <cmath>
 
-#include "solver.hpp"
-#include "cg_ops.hpp"
+#include "solver/solver.hpp"
+#include "kernels/solver_ops/cg_ops.hpp"
 
 namespace spcg {
 

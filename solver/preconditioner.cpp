@@ -1,22 +1,22 @@
 // The preconditioners behind PreconditionerOp (solver/preconditioner.hpp): Jacobi, block-Jacobi, Chebyshev
 // and the factory (AMG is solver/amg.cpp), the polynomial steps they and AMG's smoothers share, and auto.
-#include "preconditioner.hpp"
+#include "solver/preconditioner.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 
-#include "amg.hpp"
-#include "amg_kernels.hpp"
-#include "matrix_setup.hpp"
-#include "precond_ops.hpp"
-#include "registry.hpp"
-#include "solver.hpp"
-#include "spectrum.hpp"
-#include "thrust_ops.hpp"
-#include "cg_ops.hpp"
-#include "timing.hpp"
+#include "solver/amg.hpp"
+#include "kernels/precond/amg_kernels.hpp"
+#include "kernels/matrix_setup.hpp"
+#include "kernels/precond/precond_ops.hpp"
+#include "kernels/registry.hpp"
+#include "solver/solver.hpp"
+#include "solver/spectrum.hpp"
+#include "kernels/solver_ops/thrust_ops.hpp"
+#include "kernels/solver_ops/cg_ops.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "device_array.hpp"
-#include "device_formats.hpp"
-#include "linear_operator.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/linear_operator.hpp"
 #include "spcg/solve_types.hpp"
 
 namespace spcg {

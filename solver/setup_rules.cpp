@@ -1,4 +1,4 @@
-#include "setup_rules.hpp"
+#include "solver/setup_rules.hpp"
 
 #include <cstdio>
 

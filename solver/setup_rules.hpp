@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "linear_operator.hpp"
+#include "kernels/linear_operator.hpp"
 #include "spcg/spcg.hpp"
 
 namespace spcg {

@@ -1,4 +1,4 @@
-#include "small_dense.hpp"
+#include "solver/small_dense.hpp"
 
 #include <algorithm>
 #include <cmath>

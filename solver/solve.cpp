@@ -1,7 +1,7 @@
 #include <cmath>
 
-#include "iteration_engine.hpp"
-#include "solver.hpp"
+#include "solver/iteration_engine.hpp"
+#include "solver/solver.hpp"
 
 namespace spcg {
 

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "device_array.hpp"
-#include "iteration_engine.hpp"
-#include "kernel_timer.hpp"
-#include "linear_operator.hpp"
-#include "monitor.hpp"
-#include "preconditioner.hpp"
+#include "kernels/device_array.hpp"
+#include "solver/iteration_engine.hpp"
+#include "kernels/kernel_timer.hpp"
+#include "kernels/linear_operator.hpp"
+#include "solver/monitor.hpp"
+#include "solver/preconditioner.hpp"
 #include "spcg/solve_types.hpp"
 
 namespace spcg {

@@ -10,18 +10,18 @@
 
 #include <cuda_profiler_api.h>
 
-#include "blas1.hpp"
-#include "amg.hpp"
-#include "cg_persistent.hpp"
-#include "cuda_check.hpp"
-#include "eigen_bridge.hpp"
-#include "matrix_setup.hpp"
-#include "nvtx.hpp"
-#include "registry.hpp"
-#include "setup_rules.hpp"
-#include "solver.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "solver/amg.hpp"
+#include "kernels/solver_ops/cg_persistent.hpp"
+#include "kernels/cuda_check.hpp"
+#include "sparse/eigen_bridge.hpp"
+#include "kernels/matrix_setup.hpp"
+#include "kernels/nvtx.hpp"
+#include "kernels/registry.hpp"
+#include "solver/setup_rules.hpp"
+#include "solver/solver.hpp"
 #include "spcg/spcg.hpp"
-#include "timing.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg {
 namespace {

@@ -2,16 +2,16 @@
 // of D^-1 A: u_{j+1} beta_{j+1} = S u_j - alpha_j u_j - beta_j u_{j-1}, alpha_j = u_j' S u_j, without
 // reorthogonalisation (the extreme Ritz values converge first and are all an estimate needs). The Ritz values of
 // the tridiagonal T_m come from Eigen's tridiagonal QR on the host.
-#include "spectrum.hpp"
+#include "solver/spectrum.hpp"
 
 #include <Eigen/Eigenvalues>
 #include <cmath>
 
-#include "blas1.hpp"
-#include "cuda_check.hpp"
-#include "device_array.hpp"
-#include "thrust_ops.hpp"
-#include "lanczos_ops.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/solver_ops/thrust_ops.hpp"
+#include "kernels/solver_ops/lanczos_ops.hpp"
 
 namespace spcg {
 

@@ -1,10 +1,10 @@
-#include "aggregation.hpp"
+#include "sparse/aggregation.hpp"
 
 #include <cmath>
 #include <string>
 #include <tuple>
 
-#include "error.hpp"
+#include "spcg/error.hpp"
 
 namespace spcg {
 namespace {

@@ -1,10 +1,10 @@
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "error.hpp"
+#include "spcg/error.hpp"
 
 namespace spcg {
 

@@ -1,4 +1,4 @@
-#include "eigen_bridge.hpp"
+#include "sparse/eigen_bridge.hpp"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "error.hpp"
+#include "spcg/error.hpp"
 
 namespace spcg {
 

@@ -4,7 +4,7 @@
 // Host-only (.cpp consumers); Eigen never goes through nvcc.
 #include <Eigen/Sparse>
 
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 

@@ -1,4 +1,4 @@
-#include "formats.hpp"
+#include "sparse/formats.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "csr_matrix.hpp"
-#include "error.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "spcg/error.hpp"
 
 namespace spcg {
 

@@ -1,12 +1,12 @@
-#include "generators.hpp"
+#include "spcg/generators.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string_view>
 
-#include "error.hpp"
-#include "parallel.hpp"
+#include "spcg/error.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 namespace {

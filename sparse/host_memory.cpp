@@ -1,6 +1,6 @@
-#include "host_memory.hpp"
+#include "spcg/host_memory.hpp"
 
-#include "parallel.hpp"
+#include "sparse/parallel.hpp"
 
 #include <sys/mman.h>
 

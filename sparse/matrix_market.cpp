@@ -6,7 +6,7 @@
 // serially from its true first line, which throws what a one-thread read throws (ChunkReplay). Why there are
 // two ways to build the CSR: mm_build.cpp (the two-pass read) and TwoPassTuning (mm_internal.hpp), which also
 // says when each wins. Dense blocks (array format) are read serially here too.
-#include "matrix_market.hpp"
+#include "spcg/matrix_market.hpp"
 
 #include <unistd.h>
 
@@ -17,9 +17,9 @@
 #include <future>
 #include <optional>
 
-#include "error.hpp"
-#include "mm_internal.hpp"
-#include "parallel.hpp"
+#include "spcg/error.hpp"
+#include "sparse/mm_internal.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 

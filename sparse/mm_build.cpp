@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "mm_internal.hpp"
-#include "parallel.hpp"
+#include "sparse/mm_internal.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg::mm {
 namespace {

@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "mm_internal.hpp"
-#include "parallel.hpp"
+#include "sparse/mm_internal.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 namespace mm {

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "error.hpp"
-#include "host_memory.hpp"
-#include "matrix_market.hpp"
-#include "timing.hpp"
+#include "spcg/error.hpp"
+#include "spcg/host_memory.hpp"
+#include "spcg/matrix_market.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg::mm {
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "mm_internal.hpp"
+#include "sparse/mm_internal.hpp"
 
 namespace spcg::mm {
 namespace {

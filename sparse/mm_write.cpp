@@ -6,9 +6,9 @@
 #include <cstring>
 #include <memory>
 
-#include "error.hpp"
-#include "matrix_market.hpp"
-#include "parallel.hpp"
+#include "spcg/error.hpp"
+#include "spcg/matrix_market.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 

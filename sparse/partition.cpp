@@ -1,10 +1,10 @@
-#include "partition.hpp"
+#include "spcg/partition.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "error.hpp"
-#include "parallel.hpp"
+#include "spcg/error.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 

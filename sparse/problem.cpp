@@ -1,12 +1,12 @@
-#include "problem.hpp"
+#include "sparse/problem.hpp"
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
-#include "error.hpp"
-#include "generators.hpp"
-#include "timing.hpp"
+#include "spcg/error.hpp"
+#include "spcg/generators.hpp"
+#include "sparse/timing.hpp"
 
 namespace spcg {
 

@@ -2,9 +2,9 @@
 // Loading the system: a Matrix Market file or a generator spec, its statistics, and right-hand sides.
 #include <string>
 
-#include "csr_matrix.hpp"
-#include "matrix_market.hpp"
-#include "stats.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "spcg/matrix_market.hpp"
+#include "spcg/stats.hpp"
 
 namespace spcg {
 

@@ -1,9 +1,9 @@
-#include "stats.hpp"
+#include "spcg/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "parallel.hpp"
+#include "sparse/parallel.hpp"
 
 namespace spcg {
 namespace {

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "ranks.hpp"
+#include "apps/ranks.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "error.hpp"
-#include "matrix_market.hpp"
+#include "spcg/error.hpp"
+#include "spcg/matrix_market.hpp"
 
 namespace {
 // "ok" plus the CSR's bytes, or the error's line and message.

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "csr_matrix.hpp"
-#include "linear_operator.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "kernels/linear_operator.hpp"
 
 namespace spcg::test {
 

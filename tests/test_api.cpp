@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "device_array.hpp"
+#include "kernels/device_array.hpp"
 #include "spcg/spcg.hpp"
-#include "test_util.hpp"
+#include "tests/test_util.hpp"
 
 using namespace spcg;
 

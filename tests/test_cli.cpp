@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "csr_matrix.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "problem.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "sparse/problem.hpp"
 #include "spcg/spcg.hpp"
-#include "test_util.hpp"
+#include "tests/test_util.hpp"
 
 namespace {
 

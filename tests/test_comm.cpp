@@ -14,15 +14,15 @@
 #include <random>
 #include <thread>
 
-#include "communicator.hpp"
-#include "cuda_libraries.hpp"
-#include "device_array.hpp"
-#include "distributed_operator.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "partition.hpp"
+#include "kernels/communicator.hpp"
+#include "kernels/cuda_libraries.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/distributed_operator.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "spcg/partition.hpp"
 #include "spcg/distributed.hpp"
-#include "test_util.hpp"
+#include "tests/test_util.hpp"
 
 using namespace spcg;
 

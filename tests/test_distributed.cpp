@@ -15,14 +15,14 @@
 #include <limits>
 #include <thread>
 
-#include "communicator.hpp"
-#include "device_array.hpp"
+#include "kernels/communicator.hpp"
+#include "kernels/device_array.hpp"
 #include "spcg/distributed.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "partition.hpp"
-#include "problem.hpp"
-#include "test_util.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "spcg/partition.hpp"
+#include "sparse/problem.hpp"
+#include "tests/test_util.hpp"
 
 using namespace spcg;
 

@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "error.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "stats.hpp"
-#include "test_util.hpp"
+#include "spcg/error.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "spcg/stats.hpp"
+#include "tests/test_util.hpp"
 
 using namespace spcg;
 

@@ -18,19 +18,19 @@
 #include <random>
 #include <tuple>
 
-#include "aggregation.hpp"
-#include "amg_kernels.hpp"
-#include "eigen_bridge.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "matrix_setup.hpp"
-#include "precond_ops.hpp"
-#include "preconditioner.hpp"
-#include "registry.hpp"
-#include "solver.hpp"
+#include "sparse/aggregation.hpp"
+#include "kernels/precond/amg_kernels.hpp"
+#include "sparse/eigen_bridge.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "kernels/matrix_setup.hpp"
+#include "kernels/precond/precond_ops.hpp"
+#include "solver/preconditioner.hpp"
+#include "kernels/registry.hpp"
+#include "solver/solver.hpp"
 #include "spcg/spcg.hpp"
-#include "test_util.hpp"
-#include "host_operator.hpp"
+#include "tests/test_util.hpp"
+#include "tests/host_operator.hpp"
 
 using namespace spcg;
 

@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "error.hpp"
-#include "ranks.hpp"
-#include "test_util.hpp"
+#include "spcg/error.hpp"
+#include "apps/ranks.hpp"
+#include "tests/test_util.hpp"
 
 namespace {
 

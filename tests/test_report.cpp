@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "report.hpp"
+#include "apps/report.hpp"
 
 namespace {
 

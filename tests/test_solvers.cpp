@@ -9,18 +9,18 @@
 #include <cstring>
 #include <limits>
 
-#include "eigen_bridge.hpp"
-#include "error.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "registry.hpp"
-#include "small_dense.hpp"
-#include "solver.hpp"
+#include "sparse/eigen_bridge.hpp"
+#include "spcg/error.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "kernels/registry.hpp"
+#include "solver/small_dense.hpp"
+#include "solver/solver.hpp"
 #include "spcg/spcg.hpp"
-#include "spectrum.hpp"
-#include "test_util.hpp"
-#include "vector_ops.hpp"
-#include "host_operator.hpp"
+#include "solver/spectrum.hpp"
+#include "tests/test_util.hpp"
+#include "kernels/solver_ops/vector_ops.hpp"
+#include "tests/host_operator.hpp"
 
 using namespace spcg;
 

@@ -6,18 +6,18 @@
 #include <cstdlib>
 #include <limits>
 
-#include "eigen_bridge.hpp"
-#include "error.hpp"
-#include "formats.hpp"
-#include "generators.hpp"
-#include "json.hpp"
-#include "matrix_market.hpp"
-#include "parallel.hpp"
-#include "partition.hpp"
-#include "problem.hpp"
-#include "aggregation.hpp"
-#include "stats.hpp"
-#include "test_util.hpp"
+#include "sparse/eigen_bridge.hpp"
+#include "spcg/error.hpp"
+#include "sparse/formats.hpp"
+#include "spcg/generators.hpp"
+#include "sparse/json.hpp"
+#include "spcg/matrix_market.hpp"
+#include "sparse/parallel.hpp"
+#include "spcg/partition.hpp"
+#include "sparse/problem.hpp"
+#include "sparse/aggregation.hpp"
+#include "spcg/stats.hpp"
+#include "tests/test_util.hpp"
 
 using namespace spcg;
 

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace spcg::test {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 

@@ -3,9 +3,9 @@
 // nonzeros, one partial per thread). Any CSR SpMV kernel reads the same arrays and makes the same gathers, so
 // its time bounds every such kernel from below: when a matrix's columns are scattered (power-law graphs),
 // this is the L2 sector traffic of the x gathers, which no row scheduling removes.
-#include "bench_probes.hpp"
-#include "cuda_check.hpp"
-#include "device_utils.cuh"
+#include "kernels/bench/bench_probes.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 namespace {

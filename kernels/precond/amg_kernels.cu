@@ -16,8 +16,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "amg_kernels.hpp"
-#include "device_utils.cuh"
+#include "kernels/precond/amg_kernels.hpp"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 namespace {

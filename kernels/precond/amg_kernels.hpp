@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "device_formats.hpp"
+#include "kernels/device_formats.hpp"
 
 namespace spcg {
 

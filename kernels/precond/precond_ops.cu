@@ -4,8 +4,8 @@
 // block-Jacobi generation); one thread per row for the node-structure check.
 #include <climits>
 
-#include "device_utils.cuh"
-#include "precond_ops.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/precond/precond_ops.hpp"
 
 namespace spcg {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "device_formats.hpp"
+#include "kernels/device_formats.hpp"
 
 namespace spcg {
 

@@ -21,8 +21,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "block_ops.hpp"
-#include "device_utils.cuh"
+#include "kernels/solver_ops/block_ops.hpp"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "device_array.hpp"
+#include "kernels/device_array.hpp"
 
 namespace spcg {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cg_ops.hpp"
-#include "reductions.cuh"
+#include "kernels/solver_ops/cg_ops.hpp"
+#include "kernels/solver_ops/reductions.cuh"
 
 namespace spcg {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "vector_ops.hpp"
+#include "kernels/solver_ops/vector_ops.hpp"
 
 namespace spcg {
 

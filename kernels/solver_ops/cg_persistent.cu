@@ -23,10 +23,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "cg_persistent.hpp"
-#include "matrix_setup.hpp"
-#include "cuda_check.hpp"
-#include "device_utils.cuh"
+#include "kernels/solver_ops/cg_persistent.hpp"
+#include "kernels/matrix_setup.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 namespace {

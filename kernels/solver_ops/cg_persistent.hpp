@@ -7,10 +7,10 @@
 
 #include <memory>
 
-#include "device_array.hpp"
-#include "device_formats.hpp"
-#include "linear_operator.hpp"
-#include "cg_ops.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/linear_operator.hpp"
+#include "kernels/solver_ops/cg_ops.hpp"
 
 namespace spcg {
 

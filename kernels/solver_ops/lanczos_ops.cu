@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lanczos_ops.hpp"
-#include "reductions.cuh"
+#include "kernels/solver_ops/lanczos_ops.hpp"
+#include "kernels/solver_ops/reductions.cuh"
 
 namespace spcg {
 namespace {

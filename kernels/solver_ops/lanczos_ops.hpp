@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "vector_ops.hpp"
+#include "kernels/solver_ops/vector_ops.hpp"
 
 namespace spcg {
 

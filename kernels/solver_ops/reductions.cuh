@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "device_utils.cuh"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 namespace {

@@ -4,9 +4,9 @@
 #include <thrust/transform.h>
 #include <thrust/copy.h>
 
-#include "cuda_check.hpp"
-#include "device_array.hpp"
-#include "thrust_ops.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/solver_ops/thrust_ops.hpp"
 
 namespace spcg {
 namespace {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "vector_ops.hpp"
-#include "reductions.cuh"
+#include "kernels/solver_ops/vector_ops.hpp"
+#include "kernels/solver_ops/reductions.cuh"
 
 namespace spcg {
 namespace {

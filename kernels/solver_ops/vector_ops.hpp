@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "blas1.hpp"
-#include "device_array.hpp"
-#include "linear_operator.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/linear_operator.hpp"
 
 namespace spcg {
 

@@ -1,8 +1,8 @@
 // Deterministic carry fix-up for the segmented-reduction kernels (coo, csr-merge): each block or warp interval
 // leaves the partial sum of the row it was in the middle of; runs of equal rows are summed in order by the
 // thread at the head of the run (Merrill & Garland 2016 fix up with a second pass the same way).
-#include "device_utils.cuh"
-#include "spmv_launchers.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/variants/spmv_launchers.hpp"
 
 namespace spcg {
 namespace {

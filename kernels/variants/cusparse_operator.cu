@@ -5,9 +5,9 @@
 #include <map>
 #include <mutex>
 
-#include "bench_probes.hpp"
-#include "device_formats.hpp"
-#include "kernel_factories.hpp"
+#include "kernels/bench/bench_probes.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/kernel_factories.hpp"
 
 namespace spcg {
 namespace {

@@ -1,4 +1,4 @@
-#include "row_blocks.hpp"
+#include "kernels/variants/row_blocks.hpp"
 
 #include <algorithm>
 

@@ -6,8 +6,8 @@
 // sparse entry feeds CW multiply-adds and X is read in 8*CW-byte pieces.
 #include <algorithm>
 
-#include "device_formats.hpp"
-#include "device_utils.cuh"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
 
 namespace spcg {
 

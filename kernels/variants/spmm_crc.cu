@@ -2,8 +2,8 @@
 // multiplication on GPUs for graph neural networks", SC 2020). A group of G = pow2 >= K lanes (<= 32) owns a
 // row; each chunk of G sparse entries is loaded once, coalesced, and shuffled to every lane, and lane l
 // accumulates columns l, l + G, ... (up to 4 per lane for K = 128).
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
 
 namespace spcg {
 namespace {

@@ -1,8 +1,8 @@
 // spmm-cwm: coarse-grained warp merging (GE-SpMM, Huang et al., SC 2020) on top of row caching: each lane
 // computes CW = 2 adjacent columns with one 16-byte load of X per sparse entry (CW = 4, two loads, from k = 16
 // on), so a group of G = pow2 >= K / CW lanes covers a row of X and each shuffled sparse entry feeds CW columns.
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
 
 namespace spcg {
 namespace {

@@ -16,8 +16,8 @@
 // DIA: Bell & Garland, SC 2009; row-major panels with coalesced X rows as in GE-SpMM (Huang et al., SC 2020).
 #include <algorithm>
 
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
 
 namespace spcg {
 namespace {

@@ -24,8 +24,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
 
 namespace spcg {
 namespace {

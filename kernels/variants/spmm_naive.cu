@@ -1,8 +1,8 @@
 // spmm-naive: one thread per (row, column) of Y, walking the row; consecutive threads take consecutive columns
 // of the same row so X gathers coalesce across a row of X, but every thread re-reads the row's sparse entries.
 // The baseline the SpMM family is measured against.
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
 
 namespace spcg {
 namespace {

@@ -2,9 +2,9 @@
 // that adds the pieces of split rows (one thread per (split row, column), pieces in order).
 #include <algorithm>
 
-#include "cuda_check.hpp"
-#include "device_utils.cuh"
-#include "spmm_pieces.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/variants/spmm_pieces.hpp"
 
 namespace spcg {
 namespace {

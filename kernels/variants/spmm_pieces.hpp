@@ -5,10 +5,10 @@
 // adds the pieces of every split row in piece order: no atomics, bitwise deterministic.
 #include <cuda_runtime.h>
 
-#include "device_array.hpp"
-#include "csr_matrix.hpp"
-#include "device_formats.hpp"
-#include "matrix_setup.hpp"
+#include "kernels/device_array.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/matrix_setup.hpp"
 
 namespace spcg {
 

@@ -5,9 +5,9 @@
 // the result is bitwise deterministic.
 #include <algorithm>
 
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
-#include "spmm_pieces.hpp"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
+#include "kernels/variants/spmm_pieces.hpp"
 
 namespace spcg {
 namespace {

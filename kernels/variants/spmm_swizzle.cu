@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
 
 namespace spcg {
 namespace {

@@ -12,9 +12,9 @@
 // level with cuSPARSE ALG3, 737 us); two entries in flight per lane at K = 16 (120 registers) were slower.
 #include <algorithm>
 
-#include "kernel_factories.hpp"
-#include "spmm_common.cuh"
-#include "spmm_pieces.hpp"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmm_common.cuh"
+#include "kernels/variants/spmm_pieces.hpp"
 
 namespace spcg {
 namespace {

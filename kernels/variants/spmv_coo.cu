@@ -5,10 +5,10 @@
 // skew; pays 4 extra bytes per entry for the row index and a scale pass over y.
 #include <climits>
 
-#include "blas1.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "spmv_launchers.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmv_launchers.hpp"
 
 namespace spcg {
 namespace {

@@ -8,10 +8,10 @@
 // to finish (an arrival counter, not an atomic sum) adds them in piece order, so results are deterministic.
 #include <algorithm>
 
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "row_blocks.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/row_blocks.hpp"
 
 namespace spcg {
 namespace {

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <climits>
 
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "spmv_launchers.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/spmv_launchers.hpp"
 
 namespace spcg {
 namespace {

@@ -1,9 +1,9 @@
 // csr-scalar: one thread per row walks the row's entries (Bell & Garland, "Implementing sparse matrix-vector
 // multiplication on throughput-oriented processors", SC 2009). Uncoalesced matrix reads when rows are long;
 // the baseline every other kernel is measured against.
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
 
 namespace spcg {
 namespace {

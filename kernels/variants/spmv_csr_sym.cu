@@ -19,11 +19,11 @@
 // what it stores: half the off-diagonal entries, for matrices near the GPU's memory size.
 #include <algorithm>
 
-#include "blas1.hpp"
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "row_blocks.hpp"
+#include "kernels/solver_ops/blas1.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/variants/row_blocks.hpp"
 
 namespace spcg {
 namespace {

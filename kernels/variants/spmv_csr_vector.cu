@@ -4,9 +4,9 @@
 // fused-dot epilogue has a bounded number of block partials.
 #include <algorithm>
 
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
 
 namespace spcg {
 namespace {

@@ -10,9 +10,9 @@
 // measured 9% slower on 7-pt 200^3, H200). Rows whose every diagonal lands inside x skip the bounds test.
 #include <algorithm>
 
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
 
 namespace spcg {
 namespace {

@@ -1,11 +1,11 @@
 // ell: column-major padded ELLPACK, one thread per row (Bell & Garland 2009). Entry k of all rows is one
 // contiguous stripe, so consecutive threads read consecutive addresses; padding repeats the row's last column
 // with value 0, so there is no branch in the inner loop.
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "setup_kernels.hpp"
-#include "spmv_launchers.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/setup_kernels.hpp"
+#include "kernels/variants/spmv_launchers.hpp"
 
 namespace spcg {
 namespace {

@@ -1,10 +1,10 @@
 // hyb: ELL for the typical rows plus COO for the long tail (Bell & Garland 2009). The ELL width is cusp's rule
 // (largest K that at least max(4096, n/3) rows reach), so the ELL part is nearly dense and the few long rows
 // go through the skew-insensitive COO segmented reduction, which accumulates onto the ELL result.
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "setup_kernels.hpp"
-#include "spmv_launchers.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/setup_kernels.hpp"
+#include "kernels/variants/spmv_launchers.hpp"
 
 namespace spcg {
 namespace {

@@ -2,7 +2,7 @@
 // Launchers that more than one kernel file uses (hyb = ell + coo; coo and csr-merge share the carry fix-up).
 #include <cuda_runtime.h>
 
-#include "device_formats.hpp"
+#include "kernels/device_formats.hpp"
 
 namespace spcg {
 

@@ -6,10 +6,10 @@
 // length inside windows of sigma = 1024 rows so a slice's rows have similar lengths (less padding).
 #include <algorithm>
 
-#include "device_formats.hpp"
-#include "device_utils.cuh"
-#include "kernel_factories.hpp"
-#include "setup_kernels.hpp"
+#include "kernels/device_formats.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/kernel_factories.hpp"
+#include "kernels/setup_kernels.hpp"
 
 namespace spcg {
 namespace {

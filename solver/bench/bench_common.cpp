@@ -1,5 +1,5 @@
 // The benchmarks' shared part (bench_common.hpp).
-#include "bench_common.hpp"
+#include "solver/bench/bench_common.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,13 +7,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "cuda_check.hpp"
-#include "device_array.hpp"
-#include "error.hpp"
-#include "json.hpp"
-#include "linear_operator.hpp"
-#include "matrix_market.hpp"
-#include "registry.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_array.hpp"
+#include "spcg/error.hpp"
+#include "sparse/json.hpp"
+#include "kernels/linear_operator.hpp"
+#include "spcg/matrix_market.hpp"
+#include "kernels/registry.hpp"
 
 namespace fs = std::filesystem;
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "problem.hpp"
+#include "sparse/problem.hpp"
 
 namespace spcg {
 

@@ -8,15 +8,15 @@
 #include <fstream>
 #include <map>
 
-#include "bench_common.hpp"
-#include "bench_probes.hpp"
-#include "cuda_check.hpp"
-#include "device_formats.hpp"
-#include "error.hpp"
-#include "formats.hpp"
-#include "generators.hpp"
-#include "json.hpp"
-#include "registry.hpp"
+#include "solver/bench/bench_common.hpp"
+#include "kernels/bench/bench_probes.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_formats.hpp"
+#include "spcg/error.hpp"
+#include "sparse/formats.hpp"
+#include "spcg/generators.hpp"
+#include "sparse/json.hpp"
+#include "kernels/registry.hpp"
 
 namespace spcg {
 namespace {

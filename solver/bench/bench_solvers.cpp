@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstdio>
 
-#include "bench_common.hpp"
-#include "eigen_bridge.hpp"
-#include "error.hpp"
-#include "reference_cg.hpp"
-#include "registry.hpp"
-#include "solver.hpp"
+#include "solver/bench/bench_common.hpp"
+#include "sparse/eigen_bridge.hpp"
+#include "spcg/error.hpp"
+#include "solver/bench/reference_cg.hpp"
+#include "kernels/registry.hpp"
+#include "solver/solver.hpp"
 
 namespace spcg {
 namespace {

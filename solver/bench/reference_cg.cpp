@@ -1,11 +1,11 @@
-#include "reference_cg.hpp"
+#include "solver/bench/reference_cg.hpp"
 
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <type_traits>
 
-#include "device_array.hpp"
+#include "kernels/device_array.hpp"
 
 namespace spcg {
 namespace {

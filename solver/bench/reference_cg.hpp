@@ -1,7 +1,7 @@
 #pragma once
 // The loop a user would hand-roll: cusparseSpMV + cublasDdot/Daxpy/Dscal with host-side scalars (one
 // synchronisation per dot). Run by `spcg bench cg` in the same process as ours.
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 struct ReferenceCgResult {

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "communication_stats.hpp"
-#include "partition.hpp"
-#include "spcg.hpp"
+#include "spcg/communication_stats.hpp"
+#include "spcg/partition.hpp"
+#include "spcg/spcg.hpp"
 
 namespace spcg {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernel_stat.hpp"
+#include "spcg/kernel_stat.hpp"
 
 namespace spcg {
 

@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "csr_matrix.hpp"
-#include "cuda_start.hpp"
-#include "error.hpp"
-#include "generators.hpp"
-#include "matrix_market.hpp"
-#include "solve_types.hpp"
-#include "stats.hpp"
+#include "spcg/csr_matrix.hpp"
+#include "spcg/cuda_start.hpp"
+#include "spcg/error.hpp"
+#include "spcg/generators.hpp"
+#include "spcg/matrix_market.hpp"
+#include "spcg/solve_types.hpp"
+#include "spcg/stats.hpp"
 
 namespace spcg {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "host_memory.hpp"
+#include "spcg/host_memory.hpp"
 
 namespace spcg {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 

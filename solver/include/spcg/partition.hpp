@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "csr_matrix.hpp"
+#include "spcg/csr_matrix.hpp"
 
 namespace spcg {
 
