@@ -48,6 +48,8 @@ bool host_jacobi(const SolverOptions& o, const CsrMatrix& a) {
   try {
     jacobi_inverse_diagonal(a);  // the check
   } catch (const InputError& e) {
+    // auto takes none where the diagonal is not positive, as its rule on the GPU does; jacobi asked for is refused
+    if (o.precond == Preconditioner::automatic) return false;
     throw InputError(o.matrix_name, 0, e.problem());
   }
   return true;

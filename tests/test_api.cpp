@@ -419,6 +419,24 @@ TEST(HostSolver, InitialGuessAndZeroRightHandSide) {
   for (double v : zero_x.data) EXPECT_EQ(v, 0.0);
 }
 
+// The host backend's auto: Jacobi where the diagonal is positive, none where it is not (as auto's rule on the
+// GPU); Jacobi asked for on such a matrix is an InputError naming the row.
+TEST(HostSolver, AutoTakesNoneOnANonPositiveDiagonal) {
+  CsrMatrix a = poisson2d_5pt(6);
+  for (int32_t q = a.row_ptr[3]; q < a.row_ptr[4]; ++q)
+    if (a.col_idx[q] == 3) a.values[q] = 0.0;
+  SolverOptions o;
+  o.backend = Backend::host, o.check_matrix = false, o.precond = Preconditioner::automatic;
+  EXPECT_NO_THROW(Solver(a, o));
+  o.precond = Preconditioner::jacobi;
+  try {
+    Solver s(a, o);
+    ADD_FAILURE() << "Jacobi on a zero diagonal was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("row 4"), std::string::npos) << e.what();
+  }
+}
+
 // atol on the host: Eigen's CG stops at the library's rule ||r|| <= max(rtol ||b||, atol) (each column's
 // tolerance max(rtol, atol / ||b||)), and the verdict is the Monitor's. An unreachable rtol with an atol above
 // the residual after the limit converges before the limit; with an atol below it, max-iterations. The residual
