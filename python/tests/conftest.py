@@ -1,0 +1,42 @@
+# Shared fixtures: the host backend's warning silenced (it is tested on its own), matrices, the device check.
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import spcg
+
+
+@pytest.fixture(autouse=True)
+def _quiet_host_backend():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", spcg.HostBackendWarning)
+        yield
+
+
+@pytest.fixture
+def poisson():
+    return spcg.generate("poisson2d:24")  # 576 rows
+
+
+@pytest.fixture
+def random_spd():
+    """A random sparse SPD matrix: B B^T + n I with B sparse, in COO with unsorted entries."""
+    rng = np.random.default_rng(7)
+    n = 300
+    B = sp.random(n, n, density=0.02, random_state=rng, format="csr")
+    A = (B @ B.T + n * sp.identity(n)).tocoo()
+    order = rng.permutation(A.nnz)
+    return sp.coo_matrix((A.data[order], (A.row[order], A.col[order])), shape=A.shape)
+
+
+def relres(A, x, b):
+    """||b - A x|| / ||b|| per column (a vector: a number)."""
+    r = b - A @ x
+    return np.linalg.norm(r, axis=0) / np.linalg.norm(b, axis=0)
+
+
+def gpu_available():
+    ok, _ = spcg._spcg.device_available()
+    return ok
