@@ -220,6 +220,13 @@ Solver& Solver::operator=(Solver&&) noexcept = default;
 int32_t Solver::rows() const { return impl_->setup ? impl_->setup->rows() : impl_->host->rows; }
 Backend Solver::backend() const { return impl_->backend; }
 const SolverOptions& Solver::options() const { return impl_->options; }
+
+void Solver::set_stop_rule(const StopRule& rule) {
+  if (!(rule.rtol >= 0 && std::isfinite(rule.rtol)) || !(rule.atol >= 0 && std::isfinite(rule.atol)))
+    throw UsageError("the stop rule's rtol and atol must be finite and >= 0");
+  if (rule.max_iterations < 0) throw UsageError("the stop rule's iteration limit must be >= 0");
+  impl_->options.iteration.stop = rule;
+}
 const MatrixStats& Solver::stats() const { return impl_->setup ? impl_->setup->stats() : impl_->host_stats; }
 std::string Solver::kernel(int k) const {
   if (!impl_->op) return "eigen";

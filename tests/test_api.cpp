@@ -419,6 +419,27 @@ TEST(HostSolver, InitialGuessAndZeroRightHandSide) {
   for (double v : zero_x.data) EXPECT_EQ(v, 0.0);
 }
 
+// set_stop_rule: later solves stop by the new rule on the same setup; a negative or non-finite tolerance and a
+// negative limit are refused.
+TEST(HostSolver, StopRuleChangesWithoutANewSetup) {
+  const CsrMatrix a = poisson2d_5pt(16);
+  SolverOptions o;
+  o.backend = Backend::host, o.iteration.stop.rtol = 1e-3;
+  Solver s(a, o);
+  const DenseBlock b(a.rows, 1, 1.0);
+  DenseBlock x(a.rows, 1, 0.0);
+  const int loose = s.solve(b, x).columns[0].iterations;
+  s.set_stop_rule(StopRule{1e-10, 0, 10000});
+  DenseBlock y(a.rows, 1, 0.0);
+  const SolveResult tight = s.solve(b, y);
+  EXPECT_GT(tight.columns[0].iterations, loose);
+  EXPECT_LE(relative_residuals(a, y, b)[0], 1e-10 * 1.01);
+  EXPECT_EQ(s.options().iteration.stop.rtol, 1e-10);
+  EXPECT_THROW(s.set_stop_rule(StopRule{-1, 0, 10}), UsageError);
+  EXPECT_THROW(s.set_stop_rule(StopRule{1e-8, std::nan(""), 10}), UsageError);
+  EXPECT_THROW(s.set_stop_rule(StopRule{1e-8, 0, -1}), UsageError);
+}
+
 // The host backend's auto: Jacobi where the diagonal is positive, none where it is not (as auto's rule on the
 // GPU); Jacobi asked for on such a matrix is an InputError naming the row.
 TEST(HostSolver, AutoTakesNoneOnANonPositiveDiagonal) {

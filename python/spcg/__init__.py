@@ -329,7 +329,7 @@ class Solver:
         (the reason is in result.preconditioner.reason). The host backend offers none and jacobi (auto: jacobi).
     kernel: "auto" (chosen from the matrix, the reason in .kernel_reason) or a kernel's name (spcg bench --list).
     rtol, atol, maxiter: the stop rule ||b - A x|| <= max(rtol ||b||, atol) per column, at most maxiter
-        iterations (None: 10 n). It is part of the C++ setup: a solve() with other values sets up again.
+        iterations (None: 10 n); a solve() may change it (the setup stays).
 
     options (keyword only; None or absent: the library's default, shown in brackets):
       backend ["{_DEFAULTS["backend"]}"]: auto (the GPU when usable, else the host), gpu, host.
@@ -379,8 +379,8 @@ class Solver:
         """Solves A x = b: returns (x, result).
 
         b: (n,) (x is (n,)) or (n, k) in C or Fortran order (x is (n, k), C order). x0: the initial guess, b's
-        shape (None: zero). rtol, atol, maxiter: None keeps the Solver's; other values set the solver up again
-        (the stop rule is part of the C++ setup) and are kept for later solves. result: a SolveResult.
+        shape (None: zero). rtol, atol, maxiter: None keeps the Solver's; other values become its stop rule for
+        this and later solves (the setup stays). result: a SolveResult.
         """
         n = self._csr.shape[0]
         block, vector = _as_block(b, n, "b")
@@ -393,8 +393,9 @@ class Solver:
         stop = (self._stop[0] if rtol is None else rtol, self._stop[1] if atol is None else atol,
                 self._stop[2] if maxiter is None else maxiter)
         stop = _tolerances(stop[0], stop[1]) + (_maxiter(stop[2], n),)
-        if stop != self._stop:
-            self._set_up(stop)
+        if stop != self._stop:  # the setup stays; later solves keep the new rule
+            self._native.set_stop_rule(*stop)
+            self._stop = stop
         xs, d = self._native.solve(block, x)
         result = SolveResult(d, self)
         return (xs.reshape(n) if vector else xs), result

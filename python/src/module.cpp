@@ -312,6 +312,7 @@ class PySolver {
     return py::make_tuple(owned_array(std::move(x.data), {n, k}), result_to_python(r));
   }
 
+  void set_stop_rule(double rtol, double atol, int maxiter) { solver_->set_stop_rule(StopRule{rtol, atol, maxiter}); }
   int32_t rows() const { return solver_->rows(); }
   std::string backend() const { return name_of(solver_->backend()); }
   std::string kernel(int k) const { return solver_->kernel(k); }
@@ -413,6 +414,7 @@ PYBIND11_MODULE(_spcg, m) {
       .def(py::init<int64_t, int64_t, const IndexArray&, const IndexArray&, const ValueArray&, const py::dict&>(),
            py::arg("rows"), py::arg("cols"), py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("options"))
       .def("solve", &PySolver::solve, py::arg("b"), py::arg("x0"))
+      .def("set_stop_rule", &PySolver::set_stop_rule, py::arg("rtol"), py::arg("atol"), py::arg("maxiter"))
       .def_property_readonly("rows", &PySolver::rows)
       .def_property_readonly("backend", &PySolver::backend)
       .def("kernel", &PySolver::kernel, py::arg("k") = 1)

@@ -61,9 +61,11 @@ def test_result_report(poisson):
 
 def test_solve_with_other_tolerances(poisson):
     solver = spcg.Solver(poisson, precond="none", rtol=1e-4)
+    native = solver._native
     b = np.ones(poisson.shape[0])
     _, loose = solver.solve(b)
     x, tight = solver.solve(b, rtol=1e-10)
+    assert solver._native is native  # the setup stays: only the stop rule changed
     assert tight.iterations[0] > loose.iterations[0]
     assert relres(poisson, x, b) <= 1.5e-10
     assert solver.rtol == 1e-10  # kept for the next solve

@@ -97,6 +97,9 @@ class Solver {
   int32_t rows() const;
   Backend backend() const;  // gpu or host, as resolved at setup
   const SolverOptions& options() const;
+  // The stop rule of later solves; the setup stays (auto's preconditioner was chosen for the rtol given at
+  // setup). UsageError for a negative or non-finite tolerance or a negative iteration limit.
+  void set_stop_rule(const StopRule& rule);
   const MatrixStats& stats() const;  // the statistics the checks used
   // The kernel that runs at block width k ("dia"; auto's choice), and auto's reason (empty for a named kernel).
   std::string kernel(int k) const;
