@@ -31,6 +31,7 @@
 #include "spcg/spcg.hpp"
 #include "tests/test_util.hpp"
 #include "tests/host_operator.hpp"
+#include "tests/residual_checks.hpp"
 
 using namespace spcg;
 
@@ -411,28 +412,7 @@ TEST_F(GpuPrecond, VCycleContractsTheError) {
     }
 }
 
-// ||b_j - A x_j|| / ||b_j|| from x on the host (long double), against rtol: 2 rtol for the drift of the
-// recursive residual, plus the rounding floor of any computed x, 16 eps sqrt(n) ||A||_inf ||x_j||_inf / ||b_j||
-// (||A x|| <= ||A||_inf sqrt(n) ||x||_inf in 2-norms).
-void expect_true_residual(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, double rtol, const std::string& what) {
-  ASSERT_EQ(x.rows, a.rows) << what;
-  double a_inf = 0;
-  for (int32_t i = 0; i < a.rows; ++i) {
-    double row = 0;
-    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row += std::abs(a.values[p]);
-    a_inf = std::max(a_inf, row);
-  }
-  const std::vector<double> rel = relative_residuals(a, x, b);
-  for (int j = 0; j < b.cols; ++j) {
-    double x_inf = 0;
-    for (int32_t i = 0; i < a.rows; ++i) {
-      ASSERT_TRUE(std::isfinite(x.at(i, j))) << what << ": x(" << i << ", " << j << ") not written";
-      x_inf = std::max(x_inf, std::abs(x.at(i, j)));
-    }
-    const double floor = 16 * kEps * std::sqrt(double(a.rows)) * a_inf * x_inf / column_norm(b, j);
-    EXPECT_LE(rel[j], 2 * rtol + floor) << what << " column " << j << " (rounding floor " << floor << ")";
-  }
-}
+using spcg::test::expect_true_residual;
 
 int max_iterations(const SolveResult& r) {
   int m = 0;

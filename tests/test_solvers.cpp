@@ -21,6 +21,7 @@
 #include "tests/test_util.hpp"
 #include "kernels/solver_ops/vector_ops.hpp"
 #include "tests/host_operator.hpp"
+#include "tests/residual_checks.hpp"
 
 using namespace spcg;
 
@@ -610,23 +611,7 @@ CsrMatrix negated(CsrMatrix a) {
   return a;
 }
 
-// ||b_j - A x_j|| / ||b_j|| <= 2 rtol + the rounding floor of any computed x (16 eps sqrt(n) ||A||_inf ||x_j||_inf
-// / ||b_j||), from x on the host.
-void expect_true_residual(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, double rtol, const std::string& what) {
-  double a_inf = 0;
-  for (int32_t i = 0; i < a.rows; ++i) {
-    double row = 0;
-    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row += std::abs(a.values[p]);
-    a_inf = std::max(a_inf, row);
-  }
-  const std::vector<double> rel = relative_residuals(a, x, b);
-  for (int j = 0; j < b.cols; ++j) {
-    double x_inf = 0, b2 = 0;
-    for (int32_t i = 0; i < a.rows; ++i) x_inf = std::max(x_inf, std::abs(x.at(i, j))), b2 += b.at(i, j) * b.at(i, j);
-    const double floor = 16 * kEps * std::sqrt(double(a.rows)) * a_inf * x_inf / std::sqrt(b2);
-    EXPECT_LE(rel[j], 2 * rtol + floor) << what << " column " << j;
-  }
-}
+using spcg::test::expect_true_residual;
 
 }  // namespace
 

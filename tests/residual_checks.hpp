@@ -1,0 +1,38 @@
+#pragma once
+// The check every solver test makes of a returned x, on the host: ||b_j - A x_j|| / ||b_j|| <= 2 rtol (the drift
+// of the recursive residual) + the rounding floor of any computed x, 16 eps sqrt(n) ||A||_inf ||x_j||_inf / ||b_j||
+// (||A x|| <= ||A||_inf sqrt(n) ||x||_inf in 2-norms); every entry of x written (outputs are poisoned with NaN).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "spcg/csr_matrix.hpp"
+
+namespace spcg::test {
+
+inline void expect_true_residual(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, double rtol,
+                                 const std::string& what) {
+  ASSERT_EQ(x.rows, a.rows) << what;
+  double a_inf = 0;
+  for (int32_t i = 0; i < a.rows; ++i) {
+    double row = 0;
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) row += std::abs(a.values[p]);
+    a_inf = std::max(a_inf, row);
+  }
+  const std::vector<double> rel = relative_residuals(a, x, b);
+  for (int j = 0; j < b.cols; ++j) {
+    double x_inf = 0, b2 = 0;
+    for (int32_t i = 0; i < a.rows; ++i) {
+      ASSERT_TRUE(std::isfinite(x.at(i, j))) << what << ": x(" << i << ", " << j << ") not written";
+      x_inf = std::max(x_inf, std::abs(x.at(i, j))), b2 += b.at(i, j) * b.at(i, j);
+    }
+    const double floor = 16 * std::numeric_limits<double>::epsilon() * std::sqrt(double(a.rows)) * a_inf * x_inf / std::sqrt(b2);
+    EXPECT_LE(rel[j], 2 * rtol + floor) << what << " column " << j << " (rounding floor " << floor << ")";
+  }
+}
+
+}  // namespace spcg::test
