@@ -112,7 +112,7 @@ IterationEngine::IterationEngine(const char* solver, const DeviceBlock& B, const
     : IterationEngine(solver, std::vector<double>{}, o, ranks) {
   b_norms_ = column_norms(B, stream_, reductions_);
   monitor_ = Monitor(o.stop, b_norms_, o.monitor_every, o.keep_history);
-  monitor_.print = o.progress;
+  monitor_.print = o.progress, monitor_.interrupted = o.interrupted;
   start_clock();
 }
 
@@ -124,7 +124,7 @@ IterationEngine::IterationEngine(const char* solver, const std::vector<double>& 
       monitor_(o.stop, b_norms_, o.monitor_every, o.keep_history),
       timer_(o.time_kernels, stream_),
       start_(std::chrono::steady_clock::now()) {
-  monitor_.print = o.progress;
+  monitor_.print = o.progress, monitor_.interrupted = o.interrupted;
   result_.solver = solver;
 }
 
@@ -173,7 +173,7 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
         monitor_.observe(rec.first_column + j, h[j].iteration, std::sqrt(h[j].rr)), last[j] = h[j].iteration;
       all_done &= h[j].done != 0;
     }
-    if (all_done) break;
+    if (all_done || monitor_.all_done()) break;  // (the monitor's: an interrupt)
     replay.run([&](KernelTimer& t) {
       for (int i = 0; i < batch_size; ++i) iteration(t);
     });

@@ -15,6 +15,7 @@ const char* to_string(ColumnStatus s) {
     case ColumnStatus::breakdown: return "breakdown";
     case ColumnStatus::non_finite: return "non-finite";
     case ColumnStatus::precond_not_positive: return "preconditioner-not-positive";
+    case ColumnStatus::interrupted: return "interrupted";
   }
   return "?";
 }
@@ -48,6 +49,15 @@ bool Monitor::observe(int j, int iteration, double rnorm) {
   if (!std::isfinite(rnorm)) status_[j] = ColumnStatus::non_finite;
   else if (rnorm <= tol_[j]) status_[j] = deflated_[j] ? ColumnStatus::deflated : ColumnStatus::converged;
   else if (iteration >= rule_.max_iterations) status_[j] = ColumnStatus::max_iterations;
+  if (interrupted && status_[j] == ColumnStatus::running) {
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double, std::milli>(now - last_poll_).count() >= kInterruptPollMs) {
+      last_poll_ = now;
+      if (interrupted())
+        for (size_t c = 0; c < status_.size(); ++c)
+          if (status_[c] == ColumnStatus::running) status_[c] = ColumnStatus::interrupted, iterations_[c] = iteration;
+    }
+  }
   return status_[j] != ColumnStatus::running;
 }
 

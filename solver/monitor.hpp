@@ -2,6 +2,7 @@
 // The monitor owns the stopping rules and the per-column status of a solve: ||r_j|| <= max(rtol ||b_j||, atol),
 // an iteration limit, and what happened to each column (converged, deflated, breakdown, ...), plus the
 // residual history and the --monitor progress lines.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +30,10 @@ class Monitor {
   const StopRule& rule() const { return rule_; }
   // Where progress lines go (SolveOptions::progress; empty: nowhere).
   std::function<void(const std::string&)> print = nullptr;
+  // SolveOptions::interrupted: asked in observe (at most every kInterruptPollMs); true finishes every running
+  // column as interrupted, so that each solver's loop ends by its usual test.
+  std::function<bool()> interrupted = nullptr;
+  static constexpr double kInterruptPollMs = 50;
 
  private:
   StopRule rule_;
@@ -40,6 +45,7 @@ class Monitor {
   std::vector<int> printed_;  // the iteration of each column's last progress line (-1: none yet)
   bool keep_history_;
   std::vector<std::vector<std::pair<int, double>>> history_;
+  std::chrono::steady_clock::time_point last_poll_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace spcg

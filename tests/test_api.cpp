@@ -206,7 +206,7 @@ TEST(Options, NamesOfEveryStatusAndOfValuesOutsideTheLists) {
       {ColumnStatus::running, "running"},         {ColumnStatus::converged, "converged"},
       {ColumnStatus::deflated, "deflated"},       {ColumnStatus::max_iterations, "max-iterations"},
       {ColumnStatus::breakdown, "breakdown"},     {ColumnStatus::non_finite, "non-finite"},
-      {ColumnStatus::precond_not_positive, "preconditioner-not-positive"}};
+      {ColumnStatus::precond_not_positive, "preconditioner-not-positive"}, {ColumnStatus::interrupted, "interrupted"}};
   for (const auto& [s, name] : statuses) EXPECT_EQ(to_string(s), name);
   EXPECT_STREQ(to_string(static_cast<ColumnStatus>(99)), "?");
   EXPECT_STREQ(name_of(static_cast<SolverKind>(99)), "?");
@@ -223,7 +223,7 @@ TEST(Options, AllConvergedCountsConvergedAndDeflatedOnly) {
   r.columns[1].status = ColumnStatus::deflated;
   EXPECT_TRUE(r.all_converged());
   for (const ColumnStatus s : {ColumnStatus::running, ColumnStatus::max_iterations, ColumnStatus::breakdown,
-                               ColumnStatus::non_finite, ColumnStatus::precond_not_positive}) {
+                               ColumnStatus::non_finite, ColumnStatus::precond_not_positive, ColumnStatus::interrupted}) {
     r.columns[1].status = s;
     EXPECT_FALSE(r.all_converged()) << to_string(s);
   }
@@ -596,6 +596,40 @@ TEST_F(GpuApi, PreconditionerAndKernelReports) {
 // before it is above, the last entry at or below), the residual recomputed from x on the host meets it, and a
 // column where atol binds takes fewer iterations than with atol = 0. Column 0 is large (rtol binds), column 1
 // small (atol binds), column 2 zero (converged at once, x stays 0).
+// SolveOptions::interrupted (Python's Ctrl-C) ends a solve that would otherwise run for a long time: every solver
+// stops at a residual check with its columns `interrupted` (never converged), and the same Solver solves again.
+TEST_F(GpuApi, InterruptEndsTheSolveAndKeepsTheSetup) {
+  const CsrMatrix a = poisson2d_5pt(200);
+  for (const SolverKind kind : {SolverKind::cg, SolverKind::multi_cg, SolverKind::block_cg}) {
+    const std::string what = name_of(kind);
+    const int k = kind == SolverKind::cg ? 1 : 2;
+    int asked = 0, interrupts_left = 1;
+    SolverOptions o;
+    o.solver = kind, o.expected_columns = k, o.precond = Preconditioner::jacobi;
+    o.iteration.persistent = Switch::off, o.iteration.check_every = 1;
+    o.iteration.stop = {1e-300, 0, 2000000};  // unreachable: only the interrupt ends the first solve early
+    o.iteration.interrupted = [&] {
+      ++asked;
+      return interrupts_left > 0 && interrupts_left-- > 0;
+    };
+    Solver solver(a, o);
+    DenseBlock x;
+    const SolveResult stopped = solver.solve(RhsKind::random, k, 3, x);
+    EXPECT_GE(asked, 1) << what;
+    ASSERT_EQ(stopped.columns.size(), static_cast<size_t>(k)) << what;
+    for (const ColumnResult& c : stopped.columns) {
+      EXPECT_EQ(c.status, ColumnStatus::interrupted) << what;
+      EXPECT_LT(c.iterations, 2000000) << what;
+    }
+    EXPECT_FALSE(stopped.all_converged()) << what;
+    solver.set_stop_rule({1e-8, 0, 10000});
+    const SolveResult again = solver.solve(RhsKind::random, k, 3, x);
+    EXPECT_TRUE(again.all_converged()) << what;
+    const DenseBlock b = random_block(a.rows, k, 3);
+    for (double r : relative_residuals(a, x, b)) EXPECT_LT(r, 1e-7) << what;
+  }
+}
+
 TEST_F(GpuApi, AtolStopsEachColumnAtItsTolerance) {
   const CsrMatrix a = poisson2d_5pt(32);
   DenseBlock b = random_block(a.rows, 3, 17);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "sparse/eigen_bridge.hpp"
 #include "spcg/error.hpp"
@@ -575,6 +576,29 @@ TEST_F(GpuSolver, SpectrumEstimateBracketsTheExtremeEigenvalues) {
   const SpectrumEstimate indefinite = estimate_spectrum(*op, jacobi_inverse_diagonal(shifted), 30, 3);
   EXPECT_LT(indefinite.lambda_min, 0.0);
   EXPECT_EQ(estimate_spectrum(*op, {}, 0).steps, 0);
+}
+
+// The interrupt hook is asked at most every kInterruptPollMs; when it answers true every running column ends as
+// interrupted (a finished one keeps its status) and observe reports the column done.
+TEST(Monitor, InterruptFinishesEveryRunningColumn) {
+  Monitor mon({1e-8, 0, 1000}, {1.0, 1.0, 1.0});
+  int asked = 0;
+  bool answer = false;
+  mon.interrupted = [&] { return ++asked, answer; };
+  EXPECT_TRUE(mon.observe(2, 5, 1e-9));  // converged before the interrupt
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(Monitor::kInterruptPollMs) + 5));
+  EXPECT_FALSE(mon.observe(0, 6, 1.0));
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(mon.observe(1, 6, 1.0)) << "asked again within the poll interval";
+  EXPECT_EQ(asked, 1);
+  answer = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(Monitor::kInterruptPollMs) + 5));
+  EXPECT_TRUE(mon.observe(0, 7, 1.0));
+  EXPECT_EQ(mon.status(0), ColumnStatus::interrupted);
+  EXPECT_EQ(mon.status(1), ColumnStatus::interrupted);
+  EXPECT_EQ(mon.iterations(1), 7);
+  EXPECT_EQ(mon.status(2), ColumnStatus::converged);
+  EXPECT_TRUE(mon.all_done());
 }
 
 // Progress lines go only to the callback, one at the first observation at or past each multiple of the interval

@@ -126,8 +126,9 @@ struct StopRule {
   int max_iterations = 10000;
 };
 
-// breakdown: p'Ap <= 0 (A not positive definite); precond_not_positive: r'M^-1 r <= 0 (M not positive definite).
-enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite, precond_not_positive };
+// breakdown: p'Ap <= 0 (A not positive definite); precond_not_positive: r'M^-1 r <= 0 (M not positive definite);
+// interrupted: SolveOptions::interrupted asked the solve to end (x holds the last iterate).
+enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite, precond_not_positive, interrupted };
 const char* to_string(ColumnStatus s);
 
 // A named span of wall time (the report's phase lines).
@@ -204,6 +205,9 @@ struct SolveOptions {
   int monitor_every = 0;                  // a progress line every N iterations (0: none), given to `progress`
   std::function<void(const std::string&)> progress;  // where progress lines go (empty: nowhere; the library never prints)
   bool keep_history = false;              // the residual norm of every checked iteration, per column
+  // Asked at the residual checks (at most every 50 ms): true ends the solve, its running columns `interrupted`
+  // (Python's Ctrl-C). One process only: on several GPUs every rank would have to answer alike.
+  std::function<bool()> interrupted;
   // block-cg: the running columns go on as multi-cg when the largest relative residual among them has not
   // fallen below 0.9 x its best for this many iterations (0: never), when the block has lost rank or is near
   // the target (far from it, a full-rank block is in CG's usual rise and plateau)
