@@ -82,7 +82,7 @@ DenseBlock made_rhs(RhsKind kind, int32_t n, int k, uint64_t seed) {
   return kind == RhsKind::ones ? DenseBlock(n, k, 1.0) : random_block(n, k, seed);
 }
 
-// The library's setup phase that sums the others (Solver and RankSolver list it under this name).
+// The library's setup phase that sums the others (every Solver lists it under this name).
 constexpr std::string_view kSetupTotal = kSetupTotalPhase;  // the library names it
 double setup_total_ms(const std::vector<Phase>& phases) {
   for (const Phase& p : phases)
@@ -358,37 +358,56 @@ int gpus_asked(const std::vector<std::string>& args) {
   return 1;
 }
 
-// This rank's rows of a block given whole (a right-hand side or initial guess file).
-DenseBlock rows_of(const DenseBlock& whole, int32_t begin, int32_t end) {
+// Rows [begin, end) of a block given whole (a right-hand side or initial guess file): all of it on one GPU.
+DenseBlock rows_of(DenseBlock whole, int32_t begin, int32_t end) {
+  if (begin == 0 && end == whole.rows) return whole;
   DenseBlock out(end - begin, whole.cols);
   std::copy(whole.data.begin() + static_cast<long>(begin) * whole.cols, whole.data.begin() + static_cast<long>(end) * whole.cols,
             out.data.begin());
   return out;
 }
 
-// One rank's solve: its rows (generated, or cut from the file every rank reads), NCCL, the RankSolver; rank 0
-// gathers the ranks' figures (and x, when written, verified or checksummed) and prints the report.
-int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda) {
-  if (c.gpus != 1 && c.gpus != ctx.size)
-    throw UsageError("--gpus " + std::to_string(c.gpus) + ", but " + ctx.started_by + " started " + std::to_string(ctx.size) + " ranks");
-  check_rank_options(c);
-  const int rank = ctx.rank, size = ctx.size;
+// Joins a thread on every exit path.
+struct JoinOnExit {
+  std::thread& t;
+  ~JoinOnExit() {
+    if (t.joinable()) t.join();
+  }
+};
+
+// One solve, on one GPU (or the host) or as one rank of several (`ranks`: this process's place; the rank count
+// is a parameter, not another path). A rank gets its NCCL id and starts NCCL after CUDA on a thread of its own
+// while it reads or generates; the library partitions (rank_share, generated_share) and sets up the rank's
+// Solver; rank 0 gathers the ranks' figures (and x, when written, verified or checksummed) and reports.
+int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaStart& cuda) {
+  const int rank = ranks ? ranks->rank : 0, size = ranks ? ranks->size : 1;
+  if (ranks && c.gpus != 1 && c.gpus != size)
+    throw UsageError("--gpus " + std::to_string(c.gpus) + ", but " + ranks->started_by + " started " + std::to_string(size) + " ranks");
+  if (!ranks && c.gpus > 1) throw UsageError("--gpus " + std::to_string(c.gpus) + " needs this program's launcher");
+  if (ranks) check_rank_options(c);
   if (rank == 0) check_outputs(c);  // rank 0 writes them
   const std::string rank_name = "rank " + std::to_string(rank);
-  ScopedRange rank_range(rank_name.c_str());  // Nsight Systems: each process's phases under its rank
+  std::optional<ScopedRange> rank_range;  // Nsight Systems: each process's phases under its rank
+  if (ranks) rank_range.emplace(rank_name.c_str());
   SolveReport rep;
   auto t0 = std::chrono::steady_clock::now();
-  const NcclId id = share_unique_id(ctx, c.rendezvous, 120);
-  rep.phases.push_back({"NCCL id", ms_since(t0)});
-  // CUDA's start and then NCCL's (~0.5 s: topology, buffers) on a thread of their own, overlapping this rank's
-  // generation or read
+  NcclId id;
+  if (ranks) {
+    id = share_unique_id(*ranks, c.rendezvous, 120);
+    rep.phases.push_back({"NCCL id", ms_since(t0)});
+  }
+  // A rank starts NCCL once CUDA is up (~0.5 s: topology, buffers), on a thread of its own, overlapping its
+  // generation or read (CUDA itself started first thing in run_solve)
   CommunicatorPtr comm;
   std::exception_ptr start_failure;
   double nccl_ms = 0;
+  std::string why_no_gpu;
+  bool have_gpu = false;
   std::thread starter([&] {
     try {
-      std::string why_no_gpu;
-      if (!cuda.wait(&why_no_gpu)) throw CudaError(why_no_gpu);
+      have_gpu = cuda.wait(&why_no_gpu);
+      if (!ranks) return;
+      if (!have_gpu) throw CudaError(why_no_gpu);
       const auto t_nccl = std::chrono::steady_clock::now();
       comm = make_nccl_communicator(rank, size, id);
       nccl_ms = ms_since(t_nccl);
@@ -396,125 +415,157 @@ int solve_as_rank(const SolveCommand& c, const RankContext& ctx, CudaStart& cuda
       start_failure = std::current_exception();
     }
   });
-  struct JoinOnExit {
-    std::thread& t;
-    ~JoinOnExit() {
-      if (t.joinable()) t.join();
-    }
-  } join_starter{starter};
-  // this rank's rows
+  JoinOnExit join_starter{starter};
+
+  // the matrix: a file (every rank reads it whole), or a generator (a rank makes its own rows only)
   t0 = std::chrono::steady_clock::now();
   const RhsFile* rhs_file = std::get_if<RhsFile>(&c.rhs);
-  std::optional<DenseBlock> b_whole;  // --rhs FILE: every rank reads it (rank 0 keeps it for --verify)
+  std::optional<DenseBlock> b_whole;  // --rhs FILE fixes k; ones / random take --nrhs
   if (rhs_file) b_whole = read_rhs_file(rhs_file->path);
-  Problem whole;  // a file: every rank reads it (and rank 0 keeps it for --verify)
-  RowPartition partition;
-  RankBlocks blocks;
-  int32_t n = 0;
-  if (c.generated) {
+  Problem whole;
+  RankBlocks share;
+  if (ranks && c.generated) {
     ScopedRange r("generate");
-    const int64_t rows = generated_rows(c.source);
-    if (rows > std::numeric_limits<int32_t>::max()) throw InputError(c.source, 0, "more rows than int32 indexing allows");
-    n = static_cast<int32_t>(rows);
-    partition = partition_evenly(n, size);
-    blocks = rank_blocks_from_rows(generate_rows(c.source, partition.begin(rank), partition.end(rank)), partition, rank);
+    share = generated_share(c.source, size, rank);
+    whole.a.rows = whole.a.cols = static_cast<int32_t>(generated_rows(c.source));  // the size only
     rep.phases.push_back({"generate (own rows)", ms_since(t0)});
-    rep.name = c.source;
+    whole.name = c.source;
   } else {
     ScopedRange r("read");
     ReadOptions ro;
-    ro.threads = c.threads > 0 ? c.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / size);
+    ro.threads = c.threads > 0 || !ranks ? c.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / size);
     whole = load_problem(c.source, ro, /*with_stats=*/false);
-    n = whole.a.rows;
+    rep.phases.push_back({ranks ? "read (whole file)" : "read", whole.read_ms});
+  }
+  const int32_t n = whole.a.rows;
+  if (ranks && !c.generated) {
     if (whole.a.rows != whole.a.cols)
       throw InputError(c.source, 0, "matrix is " + std::to_string(whole.a.rows) + " x " + std::to_string(whole.a.cols) + ", CG needs a square matrix");
-    rep.phases.push_back({"read (whole file)", whole.read_ms});
     const auto t_split = std::chrono::steady_clock::now();
-    partition = partition_by_work(whole.a, size);
-    blocks = rank_blocks(whole.a, partition, rank);
+    share = rank_share(whole.a, size, rank);
     if (rank != 0 || !c.verify) whole.a = CsrMatrix();  // only rank 0's --verify reads the whole matrix again
     rep.phases.push_back({"partition", ms_since(t_split)});
-    rep.reader = whole.read;
-    rep.name = whole.name;
   }
+  const int32_t begin = ranks ? share.row_begin : 0, end = ranks ? share.row_end : n;
   const double problem_ms = ms_since(t0);
   std::optional<DenseBlock> b_rows, x0_rows;
   if (b_whole) {
     require_rhs_rows(*b_whole, n, rhs_file->path);
-    b_rows = rows_of(*b_whole, partition.begin(rank), partition.end(rank));
-    if (rank != 0 || !c.verify) b_whole.reset();
+    b_rows = rows_of(rank == 0 && c.verify ? *b_whole : std::move(*b_whole), begin, end);  // rank 0 keeps it for --verify
   }
   const int k = b_rows ? b_rows->cols : c.nrhs;
-  if (c.x0) x0_rows = rows_of(read_initial_guess(*c.x0, n, k), partition.begin(rank), partition.end(rank));
+  if (c.x0) x0_rows = rows_of(read_initial_guess(*c.x0, n, k), begin, end);
 
   t0 = std::chrono::steady_clock::now();
   starter.join();
   if (start_failure) std::rethrow_exception(start_failure);
-  rep.phases.insert(rep.phases.begin(), {"start (CUDA + NCCL, overlapped)", cuda.ms() + nccl_ms});
-  rep.phases.push_back({"wait for CUDA + NCCL", ms_since(t0)});
-  end_rendezvous(ctx, c.rendezvous);  // every rank has joined
+  const double waited_ms = ms_since(t0);
+  if (ranks) {
+    rep.phases.insert(rep.phases.begin(), {"start (CUDA + NCCL, overlapped)", cuda.ms() + nccl_ms});
+    rep.phases.push_back({"wait for CUDA + NCCL", waited_ms});
+    end_rendezvous(*ranks, c.rendezvous);  // every rank has joined
+  } else {
+    if (c.solver.backend == Backend::gpu && !have_gpu) throw CudaError("--backend gpu: " + why_no_gpu);
+    if (c.solver.backend == Backend::automatic && !have_gpu)
+      std::printf("No CUDA device (%s): running the host reference solver (Eigen ConjugateGradient).\n", why_no_gpu.c_str());
+    rep.phases.insert(rep.phases.begin(), {"start (CUDA, overlapped)", cuda.ms()});
+    if (waited_ms > 0.05) rep.phases.push_back({"wait for CUDA", waited_ms});
+  }
 
   SolverOptions so = c.solver;
-  so.backend = Backend::gpu;
+  so.backend = have_gpu && so.backend != Backend::host ? Backend::gpu : Backend::host;
   so.expected_columns = k;
-  const int64_t rank_nnz = blocks.local.nnz() + blocks.halo.nnz();
-  RankSolver solver(std::move(blocks), n, *comm, so);  // taken over, not copied (a share can be tens of GB)
-  for (const Phase& p : solver.setup_phases()) rep.phases.push_back(p);
-  DenseBlock x;
+  so.duplicates_summed = whole.duplicates_summed;
+  rep.matrix = c.source, rep.name = whole.name, rep.rows = n, rep.nnz = ranks ? 0 : whole.a.nnz(), rep.nrhs = k;
+  rep.reader = whole.read;
+  rep.solver = name_of(so.solver), rep.precond = name_of(so.precond), rep.vector_ops = name_of(so.iteration.vector_ops);
+  rep.backend = ranks ? "gpu x " + std::to_string(size) + " (NCCL, " + ranks->started_by + ")" : name_of(so.backend);
+  rep.rtol = so.iteration.stop.rtol, rep.atol = so.iteration.stop.atol;
+
+  // The setup: checks, upload, statistics, kernel choice (and a rank's connections). A refusal --force can
+  // override says so.
+  const int64_t rank_nnz = share.local.nnz() + share.halo.nnz();
+  std::optional<Solver> made;
+  try {
+    if (ranks) made.emplace(std::move(share), n, *comm, so);  // taken over, not copied (a share can be tens of GB)
+    else made.emplace(std::move(whole.a), so);
+  } catch (const MatrixRefusedError& e) {
+    if (!e.overridable()) throw;
+    throw InputError(e.file(), e.line(), e.problem() + " (use --force to try anyway)");
+  }
+  Solver& solver = *made;
+  for (const Phase& p : solver.setup_phases())
+    if (p.name != kSetupTotal) rep.phases.push_back(p);
+  rep.kernel = (ranks ? "rank 0: " : "") + solver.kernel(so.solver == SolverKind::cg ? 1 : k);
+  rep.kernel_reason = solver.kernel_reason();
+  if (const PreconditionerReport* pr = solver.preconditioner()) {
+    rep.preconditioner = *pr;
+    rep.precond = name_of(pr->kind);
+    if (so.precond == Preconditioner::automatic) rep.precond = std::string("auto -> ") + name_of(pr->kind);
+  }
+  DenseBlock x;  // the solution (this rank's rows) on the host
   if (b_rows) {
-    x = x0_rows ? *x0_rows : DenseBlock(solver.rows(), k, 0.0);
+    x = x0_rows ? std::move(*x0_rows) : DenseBlock(solver.rows(), k, 0.0);
     rep.result = solver.solve(*b_rows, x);
   } else {
     rep.result = solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
   }
-  rep.phases.push_back({"vectors", rep.result.vectors_ms});
+  if (so.backend == Backend::gpu) {
+    // the CSR in host memory to the first iteration (the right-hand sides in place included)
+    rep.phases.push_back({"vectors", rep.result.vectors_ms});
+    rep.phases.push_back({std::string(kSetupTotal), setup_total_ms(solver.setup_phases()) + rep.result.vectors_ms});
+  }
   rep.phases.push_back({"solve", rep.result.solve_ms});
 
-  // the ranks' figures, summed into rank 0's report
-  const CommunicationStats st = communication_stats(*comm);
-  RankLine me;
-  me.setup_ms = setup_total_ms(solver.setup_phases());
-  me.rows = solver.rows(), me.nnz = rank_nnz, me.halo_in = solver.halo_entries(), me.halo_out = solver.send_entries();
-  me.problem_ms = problem_ms, me.nccl_ms = nccl_ms, me.solve_ms = rep.result.solve_ms;
-  me.sums = st.sums, me.sum_ms = st.sum_ms, me.exchanges = st.exchanges;
-  me.sent_bytes = double(st.exchange_bytes_sent), me.exchange_ms = st.exchange_ms;
-  me.memory_bytes = double(solver.device_memory_in_use());
-  std::vector<double> fig(static_cast<size_t>(size) * kRankFigures, 0.0);
-  pack_rank_figures(me, fig.data() + static_cast<size_t>(rank) * kRankFigures);
-  sum_over_ranks(*comm, fig);
-  // x whole on rank 0 when it is written, checked or checksummed (a sum of disjoint rows)
-  const bool want_x = c.output || c.verify || so.iteration.deterministic;
-  DenseBlock x_whole;
-  if (want_x) {
-    std::vector<double> all(static_cast<size_t>(n) * k, 0.0);
-    std::copy(x.data.begin(), x.data.end(), all.begin() + static_cast<long>(solver.row_begin()) * k);
-    sum_over_ranks(*comm, all);
-    x_whole = DenseBlock(n, k);
-    std::copy(all.begin(), all.end(), x_whole.data.begin());
+  if (ranks) {  // the ranks' figures, summed into rank 0's report
+    const CommunicationStats st = communication_stats(*comm);
+    RankLine me;
+    me.setup_ms = setup_total_ms(solver.setup_phases());
+    me.rows = solver.rows(), me.nnz = rank_nnz, me.halo_in = solver.halo_entries(), me.halo_out = solver.send_entries();
+    me.problem_ms = problem_ms, me.nccl_ms = nccl_ms, me.solve_ms = rep.result.solve_ms;
+    me.sums = st.sums, me.sum_ms = st.sum_ms, me.exchanges = st.exchanges;
+    me.sent_bytes = double(st.exchange_bytes_sent), me.exchange_ms = st.exchange_ms;
+    me.memory_bytes = double(solver.device_memory_in_use());
+    std::vector<double> fig(static_cast<size_t>(size) * kRankFigures, 0.0);
+    pack_rank_figures(me, fig.data() + static_cast<size_t>(rank) * kRankFigures);
+    sum_over_ranks(*comm, fig);
+    for (int r = 0; r < size; ++r) {
+      rep.ranks.push_back(unpack_rank_figures(fig.data() + static_cast<size_t>(r) * kRankFigures, r));
+      rep.nnz += rep.ranks.back().nnz;
+    }
+    // x whole on rank 0 when it is written, checked or checksummed (a sum of disjoint rows)
+    if (c.output || c.verify || so.iteration.deterministic) {
+      std::vector<double> all(static_cast<size_t>(n) * k, 0.0);
+      std::copy(x.data.begin(), x.data.end(), all.begin() + static_cast<long>(begin) * k);
+      sum_over_ranks(*comm, all);
+      x = DenseBlock(n, k);
+      std::copy(all.begin(), all.end(), x.data.begin());
+    }
   }
   if (rank != 0) return rep.result.all_converged() ? 0 : 3;
 
-  rep.matrix = c.source, rep.rows = n, rep.nrhs = k;
-  rep.solver = name_of(so.solver), rep.precond = name_of(so.precond), rep.vector_ops = name_of(so.iteration.vector_ops);
-  rep.backend = "gpu x " + std::to_string(size) + " (NCCL, " + ctx.started_by + ")";
-  rep.rtol = so.iteration.stop.rtol, rep.atol = so.iteration.stop.atol;
-  rep.kernel = "rank 0: " + solver.kernel(so.solver == SolverKind::cg ? 1 : k);
-  rep.kernel_reason = solver.kernel_reason();
-  for (int r = 0; r < size; ++r) {
-    rep.ranks.push_back(unpack_rank_figures(fig.data() + static_cast<size_t>(r) * kRankFigures, r));
-    rep.nnz += rep.ranks.back().nnz;
-  }
-  if (so.iteration.deterministic) rep.checksum = fnv1a_checksum(x_whole.data);
+  if (so.iteration.deterministic) rep.checksum = fnv1a_checksum(x.data);
   if (c.verify) {
     ScopedRange r("verify");
     const auto tv = std::chrono::steady_clock::now();
-    const CsrMatrix a = c.generated ? generate(c.source) : std::move(whole.a);
-    const DenseBlock b = b_whole ? std::move(*b_whole) : made_rhs(std::get<RhsKind>(c.rhs), n, k, c.seed);
-    const std::vector<double> rel = relative_residuals(a, x_whole, b);
+    const CsrMatrix& a = !ranks ? solver.matrix() : c.generated ? (whole.a = generate(c.source)) : whole.a;
+    const DenseBlock& b = b_whole ? *b_whole : *(b_whole = made_rhs(std::get<RhsKind>(c.rhs), n, k, c.seed));
+    const std::vector<double> rel = relative_residuals(a, x, b);
     rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
+    if (n <= kEigenComparisonMaxRows && so.backend == Backend::gpu) {
+      HostSolveResult h = eigen_cg(a, b, so.iteration.stop.rtol, so.iteration.stop.max_iterations,
+                                   rep.preconditioner.kind == Preconditioner::jacobi);
+      rep.eigen_iterations = *std::max_element(h.iterations.begin(), h.iterations.end());
+      double num = 0, den = 0;
+      for (size_t i = 0; i < x.data.size(); ++i)
+        num = std::max(num, std::abs(x.data[i] - h.x.data[i])), den = std::max(den, std::abs(h.x.data[i]));
+      rep.eigen_solution_difference = den > 0 ? num / den : num;
+    }
     rep.phases.push_back({"verify", ms_since(tv)});
   }
-  if (c.output) write_dense_matrix_market(*c.output, x_whole, {" solution written by spcg solve (" + std::to_string(size) + " GPUs)"});
+  if (c.output)
+    write_dense_matrix_market(*c.output, x, {" solution written by spcg solve" +
+                                             (ranks ? " (" + std::to_string(size) + " GPUs)" : std::string())});
   rep.phases.push_back({"wall (process)", ms_since_process_start()});
   print_report(rep);
   write_report_files(c, rep);
@@ -549,117 +600,16 @@ int run_solve(const std::vector<std::string>& args) {
   const std::optional<SolveCommand> parsed = parse_solve_command(args, rank.has_value());
   if (!parsed) return 0;
   const SolveCommand& c = *parsed;
-  if (rank) {
-    try {
-      return solve_as_rank(c, *rank, cuda);
-    } catch (const UsageError& e) {
-      std::fprintf(stderr, "spcg solve: rank %d of %d: %s\n", rank->rank, rank->size, e.what());
-      return 2;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "spcg solve: rank %d of %d: error: %s\n", rank->rank, rank->size, e.what());
-      return 1;
-    }
-  }
-  if (c.gpus > 1) throw UsageError("--gpus " + std::to_string(c.gpus) + " needs this program's launcher");
-  check_outputs(c);
-  const RhsFile* rhs_file = std::get_if<RhsFile>(&c.rhs);
-  std::optional<DenseBlock> host_b;  // --rhs FILE fixes k; ones / random take --nrhs
-  if (rhs_file) host_b = read_rhs_file(rhs_file->path);
-  SolveReport rep;
-  Problem prob;
-  {
-    ScopedRange r("read");
-    ReadOptions ro;
-    ro.threads = c.threads;
-    prob = load_problem(c.source, ro, /*with_stats=*/false);
-  }
-  rep.phases.push_back({"read", prob.read_ms});
-  rep.reader = prob.read;
-  const int32_t n = prob.a.rows;
-  if (host_b) require_rhs_rows(*host_b, n, rhs_file->path);
-  const int k = host_b ? host_b->cols : c.nrhs;
-  std::optional<DenseBlock> x0;
-  if (c.x0) x0 = read_initial_guess(*c.x0, n, k);
-
-  const auto t_wait = std::chrono::steady_clock::now();
-  std::string why_no_gpu;
-  const bool have_gpu = cuda.wait(&why_no_gpu);
-  const double waited_ms = ms_since(t_wait);
-  if (c.solver.backend == Backend::gpu && !have_gpu) throw CudaError("--backend gpu: " + why_no_gpu);
-  if (c.solver.backend == Backend::automatic && !have_gpu)
-    std::printf("No CUDA device (%s): running the host reference solver (Eigen ConjugateGradient).\n", why_no_gpu.c_str());
-  rep.phases.insert(rep.phases.begin(), {"start (CUDA, overlapped)", cuda.ms()});
-  if (waited_ms > 0.05) rep.phases.push_back({"wait for CUDA", waited_ms});
-
-  SolverOptions so = c.solver;
-  so.backend = have_gpu && so.backend != Backend::host ? Backend::gpu : Backend::host;
-  so.expected_columns = k;
-  so.duplicates_summed = prob.duplicates_summed;
-  const std::string backend = name_of(so.backend);
-  rep.matrix = c.source, rep.name = prob.name, rep.rows = n, rep.nnz = prob.a.nnz(), rep.nrhs = k;
-  rep.solver = name_of(so.solver), rep.precond = name_of(so.precond), rep.vector_ops = name_of(so.iteration.vector_ops);
-  rep.backend = backend;
-  rep.rtol = so.iteration.stop.rtol, rep.atol = so.iteration.stop.atol;
-
-  // The setup: checks, upload, statistics, kernel choice. A refusal --force can override says so.
-  std::optional<Solver> made;
+  if (!rank) return solve(c, std::nullopt, cuda);
   try {
-    made.emplace(std::move(prob.a), so);
-  } catch (const MatrixRefusedError& e) {
-    if (!e.overridable()) throw;
-    throw InputError(e.file(), e.line(), e.problem() + " (use --force to try anyway)");
+    return solve(c, rank, cuda);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "spcg solve: rank %d of %d: %s\n", rank->rank, rank->size, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spcg solve: rank %d of %d: error: %s\n", rank->rank, rank->size, e.what());
+    return 1;
   }
-  Solver& solver = *made;
-  const CsrMatrix& a = solver.matrix();
-  for (const Phase& p : solver.setup_phases())
-    if (p.name != kSetupTotal) rep.phases.push_back(p);
-  rep.kernel = solver.kernel(so.solver == SolverKind::cg ? 1 : k);
-  if (const PreconditionerReport* pr = solver.preconditioner()) {
-    rep.preconditioner = *pr;
-    rep.precond = name_of(pr->kind);
-    if (so.precond == Preconditioner::automatic) rep.precond = std::string("auto -> ") + name_of(pr->kind);
-  }
-  rep.kernel_reason = solver.kernel_reason();
-  DenseBlock x;  // the solution on the host
-  if (host_b) {
-    x = x0 ? *x0 : DenseBlock(n, k, 0.0);
-    rep.result = solver.solve(*host_b, x);
-  } else {
-    rep.result = solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0 ? &*x0 : nullptr);
-  }
-  if (so.backend == Backend::gpu) {
-    // the CSR in host memory to the first iteration (the right-hand sides in place included)
-    rep.phases.push_back({"vectors", rep.result.vectors_ms});
-    rep.phases.push_back({std::string(kSetupTotal), setup_total_ms(solver.setup_phases()) + rep.result.vectors_ms});
-  }
-  rep.phases.push_back({"solve", rep.result.solve_ms});
-  if (so.iteration.deterministic) rep.checksum = fnv1a_checksum(x.data);
-  auto need_host_b = [&]() -> const DenseBlock& {  // verify reads b on the host
-    if (!host_b) host_b = made_rhs(std::get<RhsKind>(c.rhs), n, k, c.seed);
-    return *host_b;
-  };
-  if (c.verify) {
-    ScopedRange r("verify");
-    const auto t0 = std::chrono::steady_clock::now();
-    const DenseBlock& b = need_host_b();
-    const std::vector<double> rel = relative_residuals(a, x, b);
-    rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
-    if (n <= kEigenComparisonMaxRows && so.backend == Backend::gpu) {
-      HostSolveResult h = eigen_cg(a, b, so.iteration.stop.rtol, so.iteration.stop.max_iterations,
-                                   rep.preconditioner.kind == Preconditioner::jacobi);
-      rep.eigen_iterations = *std::max_element(h.iterations.begin(), h.iterations.end());
-      double num = 0, den = 0;
-      for (size_t i = 0; i < x.data.size(); ++i)
-        num = std::max(num, std::abs(x.data[i] - h.x.data[i])), den = std::max(den, std::abs(h.x.data[i]));
-      rep.eigen_solution_difference = den > 0 ? num / den : num;
-    }
-    rep.phases.push_back({"verify", ms_since(t0)});
-  }
-  if (c.output) write_dense_matrix_market(*c.output, x, {" solution written by spcg solve"});
-  rep.phases.push_back({"wall (process)", ms_since_process_start()});
-  print_report(rep);
-  write_report_files(c, rep);
-  return rep.result.all_converged() ? 0 : 3;
 }
 
 }  // namespace spcg

@@ -1,5 +1,7 @@
 #include "kernels/distributed_operator.hpp"
 
+#include <algorithm>
+
 #include "kernels/cuda_check.hpp"
 #include "kernels/halo_product.hpp"
 #include "kernels/nvtx.hpp"
@@ -78,6 +80,17 @@ void DistributedOperator::apply_around(const double* x, double alpha, double* y,
   const HaloRows h{static_cast<int32_t>(halo_row_ids_.size()), halo_row_ids_.data(), halo_row_ptr_.data(),
                    halo_cols_.data(), halo_values_.data()};
   launch_halo_product(h, k, halo_x_.data(), alpha, y, x, add_dot ? sink : nullptr, s);  // y += alpha A_halo x_halo
+}
+
+void DistributedOperator::connect(int k) const {
+  NvtxRange range("connect");
+  const int width = std::max(1, k);
+  DeviceArray<double> x(static_cast<size_t>(rows_) * width, "connect x"), y(x.size(), "connect y"),
+      sums(2 * static_cast<size_t>(width), "connect sums");
+  x.zero(), sums.zero();
+  apply(1.0, x.data(), 0.0, y.data(), width, exchange_stream_);
+  comm_.allreduce_sum(sums.data(), sums.size(), exchange_stream_);
+  comm_.wait(exchange_stream_);
 }
 
 void DistributedOperator::apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const {

@@ -48,6 +48,10 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // y = A x and *sink.result = x'y (this rank's rows), with the exchange; false when the local kernel has no
   // fused epilogue (y is then made, and the caller runs its dot).
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override;
+  // One exchange at width k and one sum of 2k values (a step's largest), on zeros: NCCL connects a peer's channels
+  // on its first send/receive and a collective's on its first call, which would otherwise land in the first solve
+  // (measured on 4 GPUs: docs/perf-notes.md). Collective: every rank calls it. Buffers for width k stay.
+  void connect(int k) const;
   const LinearOperator& local_operator() const { return *local_op_; }
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
   const RankBlocks& blocks() const { return blocks_; }

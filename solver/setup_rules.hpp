@@ -1,5 +1,5 @@
 #pragma once
-// What a Solver and a RankSolver set up alike, in one place: the operator's options from the solver's, and
+// What every Solver sets up alike (one GPU or a rank), in one place: the operator's options from the solver's, and
 // when a solve times each kernel with events.
 #include <algorithm>
 #include <cstdint>

@@ -1,8 +1,10 @@
-// spcg::Solver (include/spcg/spcg.hpp): the setup a solve needs, made once and kept, and solves on it.
-// GPU backend: MatrixSetup (one upload; statistics and layouts on the device), the checks a matrix must pass,
-// the operator (a registry kernel or auto), the Jacobi diagonal; each solve puts B and X in place on the device
-// and runs cg / multi-cg / block-cg. Host backend: the host statistics and Eigen's CG, its verdict through the
-// same Monitor as the GPU's.
+// spcg::Solver (include/spcg/spcg.hpp): the setup a solve needs, made once and kept, and solves on it, on one
+// GPU or as one rank of several (one setup path: only the operator differs).
+// GPU backend: the checks a matrix must pass, the operator (one GPU: MatrixSetup, one upload with statistics and
+// layouts on the device, then a registry kernel or auto; a rank: the DistributedOperator over its share, whose
+// exchanges and sums are connected before the first solve), the preconditioner; each solve puts B and X in place
+// on the device and runs cg / multi-cg / block-cg, whose reductions the engine sums over the ranks.
+// Host backend: the host statistics and Eigen's CG, its verdict through the same Monitor as the GPU's.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,20 +16,20 @@
 #include "solver/amg.hpp"
 #include "kernels/solver_ops/cg_persistent.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/distributed_operator.hpp"
 #include "sparse/eigen_bridge.hpp"
 #include "kernels/matrix_setup.hpp"
 #include "kernels/nvtx.hpp"
 #include "kernels/registry.hpp"
 #include "solver/setup_rules.hpp"
 #include "solver/solver.hpp"
+#include "spcg/distributed.hpp"
 #include "spcg/spcg.hpp"
 #include "sparse/timing.hpp"
 
 namespace spcg {
 namespace {
 
-// Refuses a matrix CG cannot solve, naming the first offending row (check_matrix = false lets a non-symmetric
-// or non-positive-diagonal matrix through; the solver then reports the breakdown). MatrixRefusedError says which.
 // Refuses before allocating when the device cannot hold the system (matrix, conversion copy, vectors).
 void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
   const DeviceMemoryInfo memory = device_memory_info();
@@ -38,6 +40,19 @@ void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
     throw DeviceMemoryError("not enough GPU memory: this solve needs about " + std::to_string(needed / (1 << 20)) +
                             " MiB, " + std::to_string(double(free_b) / (1 << 20)) + " MiB free of " +
                             std::to_string(double(total_b) / (1 << 20)));
+}
+
+// A rank's rows, checked on the device (the local block's statistics) and, for the few halo entries, on the
+// host: finite values; unless check_matrix is off, a symmetric diagonal block (a principal block of a
+// symmetric A is symmetric) and a positive diagonal (a_ii = e_i' A e_i > 0 for SPD A). Rows are named globally.
+void check_rank_rows(const DistributedOperator& op, const SolverOptions& o) {
+  const RankBlocks& b = op.blocks();
+  for (int32_t i = 0; i < b.halo.rows; ++i)
+    for (int32_t q = b.halo.row_ptr[i]; q < b.halo.row_ptr[i + 1]; ++q)
+      if (!std::isfinite(b.halo.values[q]))
+        throw InputError(o.matrix_name, 0, "row " + std::to_string(b.row_begin + i + 1) + " holds a NaN or Inf entry");
+  check_matrix(op.local_setup().stats(), o, b.row_begin,
+               "the diagonal block of rows " + std::to_string(b.row_begin + 1) + ".." + std::to_string(b.row_end));
 }
 
 // The host backend (Eigen's CG) offers Jacobi only; auto resolves to it there.
@@ -66,44 +81,61 @@ void require_shape(const char* what, int32_t rows, int32_t cols, int32_t want_ro
 struct Solver::Impl {
   SolverOptions options;
   Backend backend = Backend::gpu;
-  std::unique_ptr<CsrMatrix> host;  // host input (moved in), or nothing for a device input
-  std::unique_ptr<MatrixSetup> setup;
-  MatrixStats host_stats;  // host backend
+  std::unique_ptr<CsrMatrix> host;  // host input (moved in), or nothing for a device input or a rank's share
+  std::unique_ptr<MatrixSetup> setup;  // one GPU: the whole matrix on the device
+  MatrixStats host_stats;              // host backend
+  Communicator* comm = nullptr;        // a rank of several: the ranks
+  int32_t row_begin = 0, global_rows = 0;
   std::unique_ptr<LinearOperator> op;
+  const DistributedOperator* rank_op = nullptr;  // op, as a rank's share
   std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
   bool host_jacobi = false;                   // host backend
   std::vector<Phase> phases;
 
-  // The GPU setup after `setup` exists: statistics, checks, the operator, the Jacobi diagonal.
-  void set_up_on_device() {
+  // The GPU setup after `setup` exists (one GPU) or from this rank's share: checks, the operator, the
+  // connections to the other ranks, the preconditioner; the same phases either way.
+  void set_up_on_device(RankBlocks* share) {
     const auto t_setup = std::chrono::steady_clock::now();
     NvtxRange range("setup");
-
-    const MatrixStats& st = setup->stats();  // uploads the CSR, then one pass on the device
-    check_matrix(st, options);
-    check_device_memory(setup->rows(), setup->nnz(), std::max(1, options.expected_columns), options.solver);
     const OperatorOptions oo = operator_options(options);
+    const int k = std::max(1, options.expected_columns);
     const auto t_op = std::chrono::steady_clock::now();
-    op = make_operator(options.kernel.name(), *setup, oo);
+    if (!share) {
+      check_matrix(setup->stats(), options);  // uploads the CSR, then one pass on the device
+      check_device_memory(setup->rows(), setup->nnz(), k, options.solver);
+      op = make_operator(options.kernel.name(), *setup, oo);
+    } else {
+      check_device_memory(share->row_end - share->row_begin, share->local.nnz() + share->halo.nnz(), k, options.solver);
+      auto d = std::make_unique<DistributedOperator>(std::move(*share), *comm, oo);  // uploads, statistics, kernel
+      check_rank_rows(*d, options);
+      rank_op = d.get(), op = std::move(d);
+    }
     const double operator_ms = ms_since(t_op);
     if (options.iteration.deterministic && !op->deterministic())
       throw UsageError("deterministic solves: kernel '" + op->name() + "' is not deterministic (choose one of ours)");
+    const MatrixSetup& matrix = rank_op ? rank_op->local_setup() : *setup;
+    const LinearOperator& local = rank_op ? rank_op->local_operator() : *op;
+    const auto t_connect = std::chrono::steady_clock::now();
+    if (rank_op) rank_op->connect(oo.expected_k);  // NCCL's channels, made now rather than in the first solve
+    const double connect_ms = ms_since(t_connect);
     const auto t_precond = std::chrono::steady_clock::now();
     {
       NvtxRange precond_range("preconditioner");
-      PreconditionerInputs in{*setup, *op, oo, options.matrix_name, std::max(1, options.expected_columns),
-                              options.iteration.stop.rtol};
+      PreconditionerInputs in{matrix, local, oo, options.matrix_name, k, options.iteration.stop.rtol};
       precond = make_preconditioner(options.precond, options.precond_options, in);
     }
     const double precond_ms = ms_since(t_precond);
-    const SetupInfo& si = op->setup_info();
-    const SetupTimes& shared = setup->times();
+    const SetupInfo& si = local.setup_info();
+    const SetupTimes& shared = matrix.times();
+    const double converted_ms = shared.conversion_ms + si.convert_ms;
     phases = {{"upload", shared.upload_ms},
               {"statistics", shared.statistics_ms},
-              {"conversion", shared.conversion_ms + si.convert_ms},
-              {"analysis", std::max(0.0, operator_ms - shared.conversion_ms - si.convert_ms - si.upload_ms)},
-              {"preconditioner", precond_ms},
-              {std::string(kSetupTotalPhase), ms_since(t_setup)}};
+              {"conversion", converted_ms},
+              {"analysis", std::max(0.0, operator_ms - shared.upload_ms - shared.statistics_ms - converted_ms - si.upload_ms)}};
+    if (rank_op) phases.push_back({"connect", connect_ms});
+    phases.push_back({"preconditioner", precond_ms});
+    phases.push_back({std::string(kSetupTotalPhase), ms_since(t_setup)});
+    if (comm) comm->set_timing(times_each_kernel(options, global_rows));
   }
 
   void set_up_on_host() {
@@ -116,7 +148,7 @@ struct Solver::Impl {
 
   SolveOptions iteration_options() const {
     SolveOptions o = options.iteration;
-    o.time_kernels = times_each_kernel(options, setup->rows());
+    o.time_kernels = times_each_kernel(options, global_rows);
     return o;
   }
 
@@ -168,6 +200,7 @@ Solver::Solver(CsrMatrix a, const SolverOptions& options) : impl_(std::make_uniq
   Impl& s = *impl_;
   s.options = options;
   s.host = std::make_unique<CsrMatrix>(std::move(a));
+  s.global_rows = s.host->rows;
   std::string why;
   const bool gpu = options.backend == Backend::gpu ||
                    (options.backend == Backend::automatic && cuda_device_available(&why));
@@ -175,7 +208,7 @@ Solver::Solver(CsrMatrix a, const SolverOptions& options) : impl_(std::make_uniq
   s.backend = gpu ? Backend::gpu : Backend::host;
   if (gpu) {
     s.setup = std::make_unique<MatrixSetup>(*s.host, options.duplicates_summed);
-    s.set_up_on_device();
+    s.set_up_on_device(nullptr);
   } else {
     s.set_up_on_host();
   }
@@ -190,6 +223,7 @@ Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std:
   if (a.rows < 0 || a.cols < 0 || a.nnz < 0 || (a.rows > 0 && !a.row_ptr) || (a.nnz > 0 && (!a.col_idx || !a.values)))
     throw UsageError("DeviceCsrRef: negative sizes or missing arrays");
   s.backend = Backend::gpu;
+  s.global_rows = a.rows;
   const auto t0 = std::chrono::steady_clock::now();
   auto d = std::make_shared<DeviceCsr>();
   d->rows = a.rows, d->cols = a.cols, d->nnz = a.nnz;
@@ -205,8 +239,24 @@ Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std:
   CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // device copies may still run on return (DeviceArray::upload)
   const double copy_ms = ms_since(t0);
   s.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(std::move(d)), options.duplicates_summed);
-  s.set_up_on_device();
+  s.set_up_on_device(nullptr);
   s.phases.front().ms += copy_ms;  // "upload": the device-to-device copy
+}
+
+Solver::Solver(RankBlocks share, int32_t global_rows, Communicator& comm, const SolverOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  if (const std::string why = several_gpus_refusal(options); !why.empty()) throw UsageError(why);
+  if (share.row_begin < 0 || share.row_end < share.row_begin || share.row_end > global_rows)
+    throw UsageError("rank " + std::to_string(comm.rank()) + "'s rows " + std::to_string(share.row_begin) + ".." +
+                     std::to_string(share.row_end) + " do not lie in the system's " + std::to_string(global_rows));
+  std::string why;
+  if (!cuda_device_available(&why)) throw CudaError("a rank needs a GPU: " + why);
+  s.options = options;
+  s.backend = Backend::gpu;
+  s.comm = &comm;
+  s.row_begin = share.row_begin, s.global_rows = global_rows;
+  s.set_up_on_device(&share);
 }
 
 Solver::~Solver() {
@@ -217,7 +267,20 @@ Solver::~Solver() {
 Solver::Solver(Solver&&) noexcept = default;
 Solver& Solver::operator=(Solver&&) noexcept = default;
 
-int32_t Solver::rows() const { return impl_->setup ? impl_->setup->rows() : impl_->host->rows; }
+int32_t Solver::rows() const {
+  const Impl& s = *impl_;
+  return s.rank_op ? s.rank_op->local_rows() : s.setup ? s.setup->rows() : s.host->rows;
+}
+int32_t Solver::row_begin() const { return impl_->row_begin; }
+int32_t Solver::global_rows() const { return impl_->global_rows; }
+int Solver::ranks() const { return impl_->comm ? impl_->comm->size() : 1; }
+int64_t Solver::halo_entries() const { return impl_->rank_op ? impl_->rank_op->halo_entries() : 0; }
+int64_t Solver::send_entries() const { return impl_->rank_op ? impl_->rank_op->send_entries() : 0; }
+int64_t Solver::device_memory_in_use() const {
+  if (impl_->backend != Backend::gpu) return 0;
+  const DeviceMemoryInfo m = device_memory_info();
+  return static_cast<int64_t>(m.total_bytes - m.free_bytes);
+}
 Backend Solver::backend() const { return impl_->backend; }
 const SolverOptions& Solver::options() const { return impl_->options; }
 
@@ -227,7 +290,10 @@ void Solver::set_stop_rule(const StopRule& rule) {
   if (rule.max_iterations < 0) throw UsageError("the stop rule's iteration limit must be >= 0");
   impl_->options.iteration.stop = rule;
 }
-const MatrixStats& Solver::stats() const { return impl_->setup ? impl_->setup->stats() : impl_->host_stats; }
+const MatrixStats& Solver::stats() const {
+  const Impl& s = *impl_;
+  return s.rank_op ? s.rank_op->local_setup().stats() : s.setup ? s.setup->stats() : s.host_stats;
+}
 std::string Solver::kernel(int k) const {
   if (!impl_->op) return "eigen";
   const std::string chosen = impl_->op->chosen(k);
@@ -241,7 +307,10 @@ const std::vector<Phase>& Solver::setup_phases() const { return impl_->phases; }
 const PreconditionerReport* Solver::preconditioner() const {
   return impl_->precond ? &impl_->precond->report() : nullptr;
 }
-const CsrMatrix& Solver::matrix() const { return impl_->host ? *impl_->host : impl_->setup->host(); }
+const CsrMatrix& Solver::matrix() const {
+  if (impl_->rank_op) throw UsageError("a rank's Solver holds its share of the matrix only");
+  return impl_->host ? *impl_->host : impl_->setup->host();
+}
 
 SolveResult Solver::solve(const DenseBlock& b, DenseBlock& x) {
   Impl& s = *impl_;
@@ -293,11 +362,11 @@ SolveResult Solver::solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, con
     const DenseBlock b = kind == RhsKind::ones ? DenseBlock(n, k, 1.0) : random_block(n, k, seed);
     return s.run_on_host(b, x, x0);
   }
-  // Made on the device: ones, or the host's random draws bit for bit.
+  // Made on the device: ones, or the host's random draws of these rows bit for bit.
   const auto t0 = std::chrono::steady_clock::now();
   DeviceBlock B(n, k, "right-hand sides"), X(n, k, "solution");
   if (kind == RhsKind::ones) launch_fill(1.0, B.data(), B.size(), 0);
-  else launch_fill_splitmix_uniform(seed, B.data(), B.size(), 0);
+  else launch_fill_splitmix_uniform(seed, B.data(), B.size(), 0, static_cast<uint64_t>(s.row_begin) * k);
   if (x0) X.values.upload(x0->data);
   else if (X.size()) CHECK_CUDA(cudaMemsetAsync(X.data(), 0, X.values.bytes(), 0));  // +0.0 is all zero bits
   CHECK_CUDA(cudaDeviceSynchronize());

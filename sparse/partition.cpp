@@ -1,9 +1,11 @@
 #include "spcg/partition.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "spcg/error.hpp"
+#include "spcg/generators.hpp"
 #include "sparse/parallel.hpp"
 
 namespace spcg {
@@ -251,6 +253,18 @@ std::vector<std::vector<double>> distributed_spmv_in_process(const std::vector<R
     }
   }
   return y;
+}
+
+RankBlocks rank_share(const CsrMatrix& a, int ranks, int rank) {
+  return rank_blocks(a, partition_by_work(a, ranks), rank);
+}
+
+RankBlocks generated_share(const std::string& spec, int ranks, int rank) {
+  const int64_t rows = generated_rows(spec);
+  if (rows > std::numeric_limits<int32_t>::max())
+    throw InputError(spec, 0, std::to_string(rows) + " rows: more than 32-bit row indices allow");
+  const RowPartition p = partition_evenly(static_cast<int32_t>(rows), ranks);
+  return rank_blocks_from_rows(generate_rows(spec, p.begin(rank), p.end(rank)), p, rank);
 }
 
 }  // namespace spcg

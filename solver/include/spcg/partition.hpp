@@ -6,6 +6,7 @@
 // the second product after the exchange, so that the first can overlap it. An in-process exchange stands in for
 // the communicator on one machine (the tests; NCCL ranks use the same plans).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "spcg/csr_matrix.hpp"
@@ -60,6 +61,13 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank);
 // (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
 // The rows are taken over (their arrays become the local block: no copy of a rank's share).
 RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank);
+
+// The library's partition, one rank's share of it (what a rank hands its Solver):
+// a whole matrix that every rank holds (each read the file): contiguous blocks of equal work (partition_by_work);
+RankBlocks rank_share(const CsrMatrix& a, int ranks, int rank);
+// a generated problem (generators.hpp): equal row counts (partition_evenly), only this rank's rows made
+// (generate_rows). InputError naming the spec when it has more rows than 32-bit row indices allow.
+RankBlocks generated_share(const std::string& spec, int ranks, int rank);
 
 // Every rank's blocks and consistent plans (each rank's sends are its peers' receives): rank_blocks for each.
 // The tests and the in-process path use them all.

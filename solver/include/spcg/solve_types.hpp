@@ -95,7 +95,7 @@ std::string option_names() {
 
 // What runs on several GPUs, declared once: every solver; the preconditioners none and jacobi (the others are
 // not distributed yet); the fused vector kernels (the Thrust reference keeps its scalars on one host). The CLI,
-// Solver and RankSolver refuse with several_gpus_refusal()'s words (spcg.hpp).
+// A rank's Solver refuses with several_gpus_refusal()'s words (spcg.hpp).
 constexpr bool runs_on_several_gpus(SolverKind) { return true; }
 constexpr bool runs_on_several_gpus(Preconditioner p) { return p == Preconditioner::none || p == Preconditioner::jacobi; }
 constexpr bool runs_on_several_gpus(VectorOps v) { return v == VectorOps::fused; }
@@ -136,7 +136,7 @@ struct Phase {
   std::string name;
   double ms;
 };
-// The setup's last phase, its whole time (Solver and RankSolver end their setup_phases() with it).
+// The setup's last phase, its whole time (a Solver ends its setup_phases() with it).
 inline constexpr std::string_view kSetupTotalPhase = "setup (total)";
 
 // The preconditioners' own options (each defined here once; the CLI's --block-size, --cheb-degree, ... set them).

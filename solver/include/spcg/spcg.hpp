@@ -25,6 +25,7 @@
 #include "spcg/error.hpp"
 #include "spcg/generators.hpp"
 #include "spcg/matrix_market.hpp"
+#include "spcg/partition.hpp"
 #include "spcg/solve_types.hpp"
 #include "spcg/stats.hpp"
 
@@ -76,7 +77,7 @@ struct SolverOptions {
 };
 
 // Why these options cannot run on several GPUs (the capabilities in solve_types.hpp; kernel auto, since each
-// rank picks its local block's kernel; the gpu backend): the one refusal the CLI, Solver and RankSolver give.
+// rank picks its local block's kernel; the gpu backend): the one refusal the CLI and a rank's Solver give.
 // Empty when they can.
 std::string several_gpus_refusal(const SolverOptions& options);
 
@@ -84,23 +85,40 @@ std::string several_gpus_refusal(const SolverOptions& options);
 // same values make_rhs gives on the host).
 enum class RhsKind { ones, random };
 
-// A matrix set up for solving: the operator (kernel), its workspaces and the Jacobi diagonal, kept between
-// solves. Movable, not copyable.
+class Communicator;  // the ranks of a solve on several GPUs (spcg/distributed.hpp makes one)
+
+// A matrix set up for solving: the operator (kernel), its workspaces and the preconditioner, kept between
+// solves. On one GPU (or the host) from the whole matrix; on several GPUs, one Solver per rank from that rank's
+// share over a communicator (spcg/distributed.hpp): the same setup, checks and solves, with every rank calling
+// every method together. Movable, not copyable.
 class Solver {
  public:
   explicit Solver(CsrMatrix a, const SolverOptions& options = {});
   Solver(const DeviceCsrRef& a, const SolverOptions& options = {});
+  // This rank's share of a system of `global_rows` rows (partition.hpp: rank_share, rank_blocks_from_rows), taken
+  // over (a share of a large system is not copied). The options must run on several GPUs (several_gpus_refusal:
+  // UsageError otherwise). Checks this rank's rows (finite values; unless check_matrix is off, a symmetric
+  // diagonal block and a positive diagonal) and throws InputError naming the global row: a caller ends the other
+  // ranks (the launcher of spcg solve --gpus does). The setup ends by connecting the ranks (a "connect" phase).
+  Solver(RankBlocks share, int32_t global_rows, Communicator& comm, const SolverOptions& options);
   ~Solver();
   Solver(Solver&&) noexcept;
   Solver& operator=(Solver&&) noexcept;
 
-  int32_t rows() const;
+  int32_t rows() const;         // this rank's (on one GPU: all of them)
+  int32_t row_begin() const;    // this rank's first row (0 on one GPU)
+  int32_t global_rows() const;  // the whole system's
+  int ranks() const;            // 1 on one GPU
+  int64_t halo_entries() const;  // x entries this rank receives per column and apply (0 on one GPU)
+  int64_t send_entries() const;  // x entries it sends
+  // GPU memory in use on this process's device now (context, NCCL's buffers, the pool included), bytes.
+  int64_t device_memory_in_use() const;
   Backend backend() const;  // gpu or host, as resolved at setup
   const SolverOptions& options() const;
   // The stop rule of later solves; the setup stays (auto's preconditioner was chosen for the rtol given at
   // setup). UsageError for a negative or non-finite tolerance or a negative iteration limit.
   void set_stop_rule(const StopRule& rule);
-  const MatrixStats& stats() const;  // the statistics the checks used
+  const MatrixStats& stats() const;  // the statistics the checks used (a rank: of its diagonal block)
   // The kernel that runs at block width k ("dia"; auto's choice), and auto's reason (empty for a named kernel).
   std::string kernel(int k) const;
   const std::string& kernel_reason() const;
@@ -108,13 +126,14 @@ class Solver {
   const std::vector<Phase>& setup_phases() const;
   // What the preconditioner's setup did (levels, phases, auto's reason); null without one.
   const PreconditionerReport* preconditioner() const;
-  // The matrix on the host (for a device matrix: downloaded on the first call).
+  // The matrix on the host (for a device matrix: downloaded on the first call; a rank: UsageError).
   const CsrMatrix& matrix() const;
 
-  // X holds the initial guess on entry (n x k) and the solution on exit; B is n x k.
+  // X holds the initial guess on entry (n x k, n = rows(): a rank's own rows) and the solution on exit; B is n x k.
   SolveResult solve(const DenseBlock& b, DenseBlock& x);
   SolveResult solve(const DeviceBlockRef& b, const DeviceBlockRef& x);
-  // B made by the solver (k columns of `kind`); x0: initial guess (zero when null). x: the solution.
+  // B made by the solver (k columns of `kind`; random: these rows of the whole system's make_rhs block, the same
+  // bits on any rank count); x0: initial guess (zero when null). x: the solution.
   SolveResult solve(RhsKind kind, int k, uint64_t seed, DenseBlock& x, const DenseBlock* x0 = nullptr);
 
  private:
