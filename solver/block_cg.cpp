@@ -21,8 +21,8 @@
 // (launch_block_step); W keeps the columns running before the new norms are known, so a column that converges
 // leaves W one step later (its alpha column is zeroed meanwhile). Wider blocks: R's update, then a combine that
 // also pays the deferred X += W (T alpha).
-// Dense n x m passes through our streaming kernels (kernels/solver_ops/block_ops.cu) for k <= 32, cuBLAS beyond; the
-// small k x k work on the host.
+// The dense n x m passes are the device half's (kernels/solver_ops/block_steps.hpp: our streaming kernels for
+// k <= 32, cuBLAS beyond); the small k x k work is on the host (solver/small_dense.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,195 +31,13 @@
 #include <numeric>
 #include <string>
 
-#include "kernels/solver_ops/block_ops.hpp"
-#include "kernels/communicator.hpp"
+#include "kernels/solver_ops/block_steps.hpp"
 #include "solver/small_dense.hpp"
 #include "solver/solver.hpp"
 #include "kernels/solver_ops/cg_ops.hpp"
 
 namespace spcg {
 namespace {
-
-class Blas {
- public:
-  explicit Blas(cudaStream_t s) {
-    CHECK_CUBLAS(cublasCreate(&h_));
-    CHECK_CUBLAS(cublasSetStream(h_, s));
-    CHECK_CUBLAS(cublasSetPointerMode(h_, CUBLAS_POINTER_MODE_HOST));
-  }
-  ~Blas() { cublasDestroy(h_); }
-  Blas(const Blas&) = delete;
-  Blas& operator=(const Blas&) = delete;
-  // Row-major blocks are column-major transposes: U (n x a) is Uc (a x n, ld a).
-  // C (a x b, col-major, leading dimension ldc, device) = U' V for U n x a, V n x b.
-  void gram(const double* U, int a, const double* V, int b, int64_t n, double* C, int ldc) {
-    if (a == 0 || b == 0) return;
-    const double one = 1, zero = 0;
-    CHECK_CUBLAS(cublasDgemm(h_, CUBLAS_OP_N, CUBLAS_OP_T, a, b, static_cast<int>(n), &one, U, a, V, b, &zero, C, ldc));
-  }
-  // Y (n x b) = beta Y + U (n x a) * M (a x b, device col-major).
-  void update(double* Y, int b, const double* U, int a, const double* M, double beta, int64_t n) {
-    const double one = 1;
-    // Yc (b x n) = M' (b x a) Uc (a x n) + beta Yc
-    CHECK_CUBLAS(cublasDgemm(h_, CUBLAS_OP_T, CUBLAS_OP_N, b, static_cast<int>(n), a, &one, M, a, U, a, &beta, Y, b));
-  }
-
- private:
-  cublasHandle_t h_ = nullptr;
-};
-
-// The n x m dense steps of block CG: our streaming kernels (kernels/solver_ops/block_ops.cu) up to 32 right-hand sides,
-// cuBLAS beyond (row scalings then go through a scratch block). Small matrices travel host <-> device through
-// one staging buffer on the solver's stream.
-class DenseSteps {
- public:
-  // sums: the engine's reductions (n: this rank's rows on several GPUs); every Gram matrix and norm read back
-  // is summed over the ranks first.
-  DenseSteps(int k, int64_t n, cudaStream_t s, ReductionPolicy& sums)
-      : s_(s), n_(n), sums_(sums), own_(k <= kBlockOpsMaxColumns), small_(static_cast<size_t>(6) * k * k, "block-cg small"),
-        readback_(static_cast<size_t>(6) * k * k, "block-cg readback"), sel_(k, "block-cg column map") {
-    if (own_) {
-      ws_ = std::make_unique<BlockOpsWorkspace>(k);
-    } else {
-      blas_ = std::make_unique<Blas>(s);
-      scratch_ = DeviceArray<double>(static_cast<size_t>(n) * k, "block-cg scratch");
-    }
-  }
-  // [U1, diag(d) U2]' [V1, V2, V3] as a host matrix.
-  Small gram(const GramInputs& g) {
-    const int a = g.a1 + g.a2, b = g.b1 + g.b2 + g.b3;
-    Small G(a, b);
-    if (a == 0 || b == 0) return G;
-    if (own_) {
-      launch_block_gram(n_, g, small_.data(), *ws_, s_);
-    } else {
-      double* out = small_.data();
-      const double* U2 = g.U2;
-      if (g.a2 && g.u2_row_scale) {
-        launch_row_scale(n_, g.a2, g.u2_row_scale, g.U2, scratch_.data(), s_);
-        U2 = scratch_.data();
-      }
-      const std::pair<const double*, int> right[] = {{g.V1, g.b1}, {g.V2, g.b2}, {g.V3, g.b3}};
-      size_t col = 0;
-      for (const auto& [Vb, bb] : right) {
-        blas_->gram(g.U1, g.a1, Vb, bb, n_, out + col * a, a);
-        blas_->gram(U2, g.a2, Vb, bb, n_, out + col * a + g.a1, a);
-        col += bb;
-      }
-    }
-    read_back(small_.data(), G.a);
-    return G;
-  }
-  // Y (n x b) = diag(d) C(:, cols) + U (n x a) M; C (ldc columns) and d optional. Y must not overlap U or C.
-  // With X and A2 (a x k): also X += U A2, in the same pass over U.
-  void combine(double* Y, int b, const double* U, int a, const Small& M, const double* C = nullptr, int ldc = 0,
-               const std::vector<int>& cols = {}, const double* d = nullptr, double* X = nullptr, int k = 0,
-               const Small* A2 = nullptr) {
-    if (own_) {
-      upload(M);
-      if (X) upload(*A2, static_cast<size_t>(M.rows) * std::max(M.cols, 1));  // after M in the staging buffer
-      bool first_columns = true;  // C(:, cols) is C's first b columns: read as rows, no column map
-      for (size_t c = 0; c < cols.size(); ++c) first_columns &= cols[c] == static_cast<int>(c);
-      if (C && !first_columns)
-        CHECK_CUDA(cudaMemcpyAsync(sel_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
-      launch_block_combine(n_, Y, b, U, a, small_.data(), C, ldc, C && !first_columns ? sel_.data() : nullptr, C ? d : nullptr, s_, X, k,
-                           X ? small_.data() + static_cast<size_t>(M.rows) * std::max(M.cols, 1) : nullptr);
-    } else {
-      if (X) {
-        upload(*A2);
-        blas_->update(X, k, U, a, small_.data(), 1.0, n_);
-        CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused
-        if (b == 0) return;
-      }
-      double beta = 0.0;
-      if (C) {  // cuBLAS: scale, gather by a selection product, then accumulate
-        const double* Z = C;
-        if (d) {
-          launch_row_scale(n_, ldc, d, C, scratch_.data(), s_);
-          Z = scratch_.data();
-        }
-        Small S(ldc, b);
-        for (int c = 0; c < b; ++c) S(cols[c], c) = 1.0;
-        upload(S);
-        blas_->update(Y, b, Z, ldc, small_.data(), 0.0, n_);
-        CHECK_CUDA(cudaStreamSynchronize(s_));  // the staging buffer is reused
-        beta = 1.0;
-      }
-      if (a > 0) {
-        upload(M);
-        blas_->update(Y, b, U, a, small_.data(), beta, n_);
-      } else if (!C) {
-        CHECK_CUDA(cudaMemsetAsync(Y, 0, static_cast<size_t>(n_) * b * sizeof(double), s_));
-      }
-    }
-    // The uploads above come from pageable memory, which the driver copies out before returning, and the
-    // kernels that read the staging buffer run in stream order: no wait here (the next Gram read-back waits).
-    if (!own_) CHECK_CUDA(cudaStreamSynchronize(s_));
-  }
-  bool fuses(int m, int k) const { return own_ && m <= kBlockStepMaxColumns && k <= kBlockStepMaxColumns; }
-  // One pass (fuses(m, k)): X += W Ta; R -= V Ta; Wn = diag(d) R(:, act) + W Tb(:, act); returns ||R(:, c)||^2.
-  std::vector<double> step(double* X, double* R, int k, const double* W, const double* V, int m, const Small& Ta,
-                           const Small& Tb, const std::vector<int>& act, const double* d, double* Wn,
-                           DeviceArray<double>& norms) {
-    std::vector<double> rr(k);
-    std::vector<int> pos(k, -1);
-    bool in_order = static_cast<int>(act.size()) == k;
-    for (size_t c = 0; c < act.size(); ++c) {
-      pos[act[c]] = static_cast<int>(c);
-      in_order &= act[c] == static_cast<int>(c);
-    }
-    upload(Ta);
-    upload(Tb, Ta.a.size());
-    CHECK_CUDA(cudaMemcpyAsync(sel_.data(), pos.data(), pos.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
-    launch_block_step(n_, m, k, W, V, R, X, d, small_.data(), small_.data() + Ta.a.size(), sel_.data(),
-                      static_cast<int>(act.size()), in_order, Wn, norms.data(), *ws_, s_);
-    read_back(norms.data(), rr);
-    return rr;
-  }
-  // X += W A (unless X is null: the caller owes it); R -= V A; returns ||R(:, c)||^2.
-  std::vector<double> update_xr(double* X, double* R, int k, const double* W, const double* V, int m, const Small& A,
-                                DeviceArray<double>& norms, const ReductionWorkspace& rws) {
-    std::vector<double> rr(k);
-    upload(A);
-    if (own_) {
-      launch_block_update_xr(n_, k, m, X, R, W, V, small_.data(), norms.data(), *ws_, s_);
-    } else {
-      if (X) blas_->update(X, k, W, m, small_.data(), 1.0, n_);
-      Small neg = A;
-      for (double& v : neg.a) v = -v;
-      CHECK_CUDA(cudaStreamSynchronize(s_));
-      upload(neg);
-      blas_->update(R, k, V, m, small_.data(), 1.0, n_);
-      launch_column_dots(n_, k, R, R, rws, norms.data(), s_);
-    }
-    read_back(norms.data(), rr);
-    return rr;
-  }
-
- private:
-  void upload(const Small& M, size_t offset = 0) {
-    CHECK_CUDA(cudaMemcpyAsync(small_.data() + offset, M.a.data(), M.a.size() * sizeof(double), cudaMemcpyHostToDevice, s_));
-  }
-  // dst (host) = src (device, dst.size() entries) through the page-locked buffer, after the stream's work.
-  void read_back(const double* src, std::vector<double>& dst) {
-    if (dst.size() > readback_.size()) throw Error("block-cg: read-back larger than its buffer");
-    if (dst.empty()) return;
-    sums_.sum(const_cast<double*>(src), dst.size(), s_);
-    CHECK_CUDA(cudaMemcpyAsync(readback_.data(), src, dst.size() * sizeof(double), cudaMemcpyDeviceToHost, s_));
-    sums_.wait(s_);
-    std::copy(readback_.data(), readback_.data() + dst.size(), dst.begin());
-  }
-  cudaStream_t s_;
-  int64_t n_;
-  ReductionPolicy& sums_;
-  bool own_;
-  DeviceArray<double> small_;
-  PinnedArray<double> readback_;
-  DeviceArray<int> sel_;
-  DeviceArray<double> scratch_;
-  std::unique_ptr<BlockOpsWorkspace> ws_;
-  std::unique_ptr<Blas> blas_;
-};
 
 struct BlockCgTuning {
   // A direction is dependent when the squared sine of its angle to the span of the kept ones in the A inner
@@ -241,7 +59,7 @@ class BlockCg {
  public:
   BlockCg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X, const SolveOptions& o)
       : A_(A), M_(M), dinv_(M ? M->inverse_diagonal() : nullptr), general_(M && !dinv_ ? M : nullptr), B_(B), X_(X), o_(o), engine_("block-cg", B, o, ranks_of(A)), s_(engine_.stream()), mon_(engine_.monitor()),
-        timer_(engine_.timer()), res_(engine_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_, engine_.reductions()),
+        timer_(engine_.timer()), res_(engine_.result()), k_(B.cols), n_(B.rows), dense_(k_, n_, s_, engine_.reductions().communicator()),
         R_(n_, k_, "block-cg R"), V_(n_, k_, "block-cg V"), W1_(n_, k_, "block-cg W"), W2_(n_, k_, "block-cg W'"),
         W_(W1_.data()), spare_(W2_.data()), norms_(k_, "block-cg norms"), ws_(reduction_blocks(n_ * k_), 2 * k_),
         dependent_at_start_(k_, false), ZR_(general_ ? n_ : 0, k_, "block-cg M^-1 R"), ZV_(general_ ? n_ : 0, k_, "block-cg M^-1 V"),

@@ -2,19 +2,11 @@
 // The k x k work of block CG on the host: a column-major small matrix, the rank-revealing Cholesky-QR factor
 // of a Gram matrix, an SPD solve and the products the recurrence needs. Host-only (no CUDA), so the tests check
 // it on every machine.
-#include <cstddef>
 #include <vector>
 
-namespace spcg {
+#include "kernels/solver_ops/small_matrix.hpp"
 
-// Column-major small dense matrix.
-struct Small {
-  int rows = 0, cols = 0;
-  std::vector<double> a;
-  Small(int r = 0, int c = 0) : rows(r), cols(c), a(static_cast<size_t>(r) * c, 0.0) {}
-  double& operator()(int i, int j) { return a[static_cast<size_t>(j) * rows + i]; }
-  double operator()(int i, int j) const { return a[static_cast<size_t>(j) * rows + i]; }
-};
+namespace spcg {
 
 // Rank-revealing Cholesky-QR of a block W from its Gram matrix G = W'W (m x m): W T has orthonormal columns.
 // G is equilibrated first (D G D with D = diag(G)^-1/2, so a column's length does not decide whether it is

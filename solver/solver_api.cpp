@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include <cuda_profiler_api.h>
 
@@ -21,7 +22,6 @@
 #include "kernels/matrix_setup.hpp"
 #include "kernels/nvtx.hpp"
 #include "kernels/registry.hpp"
-#include "solver/setup_rules.hpp"
 #include "solver/solver.hpp"
 #include "spcg/distributed.hpp"
 #include "spcg/spcg.hpp"
@@ -29,6 +29,58 @@
 
 namespace spcg {
 namespace {
+
+struct KernelTimingRule {
+  // timing auto: per-kernel CUDA events from this many rows (of the whole system) on. Below it an iteration is
+  // tens of microseconds and the events' few microseconds each would distort what they measure; above it they
+  // cost under 2 % and the kernel table is worth having.
+  static constexpr int64_t per_kernel_events_from_rows = 200000;
+};
+
+OperatorOptions operator_options(const SolverOptions& o) {
+  OperatorOptions oo;
+  oo.deterministic = o.iteration.deterministic;
+  oo.autotune = !oo.deterministic;  // a timed trial may pick another kernel (another sum order) on another run
+  oo.expected_k = o.solver == SolverKind::cg ? 1 : std::max(1, o.expected_columns);
+  return oo;
+}
+
+// What CG cannot solve is refused before a solve, naming the first offending row (MatrixRefusedError: an
+// asymmetry or a non-positive diagonal may be overridden with check_matrix off; a non-square matrix or a NaN
+// may not). `st` are the statistics of the whole matrix, or of one rank's diagonal block (a principal block of
+// a symmetric A is symmetric, and e_i' A e_i > 0 for SPD A): then `first_row` is its first global row and
+// `block` names it in the message ("the diagonal block of rows 101..200").
+void check_matrix(const MatrixStats& st, const SolverOptions& o, int64_t first_row = 0, const std::string& block = "") {
+  const std::string& name = o.matrix_name;
+  const std::string of = block.empty() ? "" : " (" + block + ")";
+  if (!st.square)
+    throw MatrixRefusedError(name, "matrix is " + std::to_string(st.rows) + " x " + std::to_string(st.cols) +
+                                       ", CG needs a square matrix", false);
+  if (st.non_finite_values > 0)
+    throw MatrixRefusedError(name, "matrix has " + std::to_string(st.non_finite_values) + " NaN or Inf entries" + of,
+                             false);
+  if (!st.numerically_symmetric && o.check_matrix)
+    throw MatrixRefusedError(name, "matrix is not symmetric" + of + " (max relative asymmetry " +
+                                       std::to_string(st.max_asymmetry) + "); CG needs an SPD matrix", true);
+  // a_ii = e_i' A e_i > 0 for every SPD A, so a zero, negative or missing diagonal proves A indefinite (or
+  // singular) before any iteration runs; the solver would only report a breakdown or a stall later.
+  if (!st.diagonal_positive && o.check_matrix) {
+    char diag[64];
+    std::snprintf(diag, sizeof diag, st.first_nonpositive_value == 0 ? "0 (zero or missing)" : "%.6g",
+                  st.first_nonpositive_value);
+    throw MatrixRefusedError(name, "matrix is not positive definite: row " +
+                                       std::to_string(first_row + st.first_nonpositive_row + 1) + " has diagonal " +
+                                       diag + " (" + std::to_string(st.nonpositive_diagonal) +
+                                       " such rows" + (block.empty() ? "" : " in " + block) +
+                                       "), and an SPD matrix has a positive diagonal", true);
+  }
+}
+
+// Per-kernel events on large systems (KernelTimingRule), or when asked.
+bool times_each_kernel(const SolverOptions& o, int64_t global_rows) {
+  return o.timing == KernelTiming::kernels ||
+         (o.timing == KernelTiming::automatic && global_rows >= KernelTimingRule::per_kernel_events_from_rows);
+}
 
 // Refuses before allocating when the device cannot hold the system (matrix, conversion copy, vectors).
 void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
@@ -42,9 +94,7 @@ void check_device_memory(int32_t rows, int64_t nnz, int k, SolverKind solver) {
                             std::to_string(double(total_b) / (1 << 20)));
 }
 
-// A rank's rows, checked on the device (the local block's statistics) and, for the few halo entries, on the
-// host: finite values; unless check_matrix is off, a symmetric diagonal block (a principal block of a
-// symmetric A is symmetric) and a positive diagonal (a_ii = e_i' A e_i > 0 for SPD A). Rows are named globally.
+// A rank's rows: check_matrix on its diagonal block (the device's statistics), and the few halo entries finite.
 void check_rank_rows(const DistributedOperator& op, const SolverOptions& o) {
   const RankBlocks& b = op.blocks();
   for (int32_t i = 0; i < b.halo.rows; ++i)
