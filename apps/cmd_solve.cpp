@@ -237,6 +237,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("gpus", po::value<int>()->default_value(1),
        ("solve on N GPUs of this machine, one process each (NCCL); " + several_gpus_names<SolverKind>() + " with " +
         several_gpus_names<Preconditioner>() + ". Under mpirun / srun each process is a rank by itself").c_str())
+      ("device", po::value<int>()->default_value(0),
+       "the GPU of a one-GPU solve, by its index among the visible ones; chosen before CUDA starts, so that CUDA "
+       "initialises that GPU alone")
       ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: spcg-<uid>/ in $TMPDIR or /tmp, named after the "
        "job; written owner-only, removed once every rank has read it)")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
@@ -297,6 +300,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   c.threads = vm["threads"].as<int>();
   c.gpus = vm["gpus"].as<int>();
   if (c.gpus < 1 || c.gpus > 1024) throw UsageError("--gpus must be between 1 and 1024");
+  if (vm["device"].as<int>() < 0) throw UsageError("--device must be >= 0");
+  if (!vm["device"].defaulted() && (c.gpus > 1 || as_ranks))
+    throw UsageError("--device picks the GPU of a one-GPU solve; ranks take one GPU each");
   if (vm.count("rendezvous")) c.rendezvous = vm["rendezvous"].as<std::string>();
   c.verify = vm.count("verify") > 0, so.profile_solves = vm.count("profile") > 0;
   so.check_matrix = !force;
@@ -341,21 +347,21 @@ void check_rank_options(const SolveCommand& c) {
   if (const std::string why = several_gpus_refusal(c.solver); !why.empty()) throw UsageError(why);
 }
 
-// --gpus N from the raw arguments (the launcher decides before CUDA starts); 1 when absent or unreadable (the
-// full parse then says what is wrong).
-int gpus_asked(const std::vector<std::string>& args) {
+// An integer option's value from the raw arguments (--gpus and --device are decided before CUDA starts); `absent`
+// when it is not there or not a number (the full parse then says what is wrong).
+int raw_int_option(const std::vector<std::string>& args, const std::string& flag, int absent) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
-    if (args[i] == "--gpus" && i + 1 < args.size()) v = args[i + 1];
-    else if (args[i].rfind("--gpus=", 0) == 0) v = args[i].substr(7);
+    if (args[i] == flag && i + 1 < args.size()) v = args[i + 1];
+    else if (args[i].rfind(flag + "=", 0) == 0) v = args[i].substr(flag.size() + 1);
     else continue;
     try {
-      return std::max(1, std::stoi(v));
+      return std::stoi(v);
     } catch (const std::exception&) {
-      return 1;
+      return absent;
     }
   }
-  return 1;
+  return absent;
 }
 
 // Rows [begin, end) of a block given whole (a right-hand side or initial guess file): all of it on one GPU.
@@ -390,21 +396,21 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   std::optional<ScopedRange> rank_range;  // Nsight Systems: each process's phases under its rank
   if (ranks) rank_range.emplace(rank_name.c_str());
   SolveReport rep;
-  auto t0 = std::chrono::steady_clock::now();
-  NcclId id;
-  if (ranks) {
-    id = share_unique_id(*ranks, c.rendezvous, 120);
-    rep.phases.push_back({"NCCL id", ms_since(t0)});
-  }
-  // A rank starts NCCL once CUDA is up (~0.5 s: topology, buffers), on a thread of its own, overlapping its
-  // generation or read (CUDA itself started first thing in run_solve)
+  // A rank gets NCCL's id from rank 0 and starts NCCL once CUDA is up (~0.5 s: topology, buffers), on a thread of
+  // its own, overlapping its generation or read (CUDA itself started first thing in run_solve)
   CommunicatorPtr comm;
   std::exception_ptr start_failure;
-  double nccl_ms = 0;
+  double nccl_ms = 0, id_ms = 0;
   std::string why_no_gpu;
   bool have_gpu = false;
   std::thread starter([&] {
     try {
+      NcclId id;
+      if (ranks) {
+        const auto t_id = std::chrono::steady_clock::now();
+        id = share_unique_id(*ranks, c.rendezvous, 120);
+        id_ms = ms_since(t_id);
+      }
       have_gpu = cuda.wait(&why_no_gpu);
       if (!ranks) return;
       if (!have_gpu) throw CudaError(why_no_gpu);
@@ -418,7 +424,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   JoinOnExit join_starter{starter};
 
   // the matrix: a file (every rank reads it whole), or a generator (a rank makes its own rows only)
-  t0 = std::chrono::steady_clock::now();
+  auto t0 = std::chrono::steady_clock::now();
   const RhsFile* rhs_file = std::get_if<RhsFile>(&c.rhs);
   std::optional<DenseBlock> b_whole;  // --rhs FILE fixes k; ones / random take --nrhs
   if (rhs_file) b_whole = read_rhs_file(rhs_file->path);
@@ -461,7 +467,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   if (start_failure) std::rethrow_exception(start_failure);
   const double waited_ms = ms_since(t0);
   if (ranks) {
-    rep.phases.insert(rep.phases.begin(), {"start (CUDA + NCCL, overlapped)", cuda.ms() + nccl_ms});
+    rep.phases.insert(rep.phases.begin(), {"start (NCCL id, CUDA, NCCL; overlapped)", id_ms + cuda.ms() + nccl_ms});
     rep.phases.push_back({"wait for CUDA + NCCL", waited_ms});
     end_rendezvous(*ranks, c.rendezvous);  // every rank has joined
   } else {
@@ -586,7 +592,7 @@ int run_solve(const std::vector<std::string>& args) {
   const std::optional<RankContext> rank = rank_context_from_environment();
   if (rank) {
     select_gpu_of_rank(*rank);
-  } else if (const int gpus = gpus_asked(args); gpus > 1) {
+  } else if (const int gpus = std::max(1, raw_int_option(args, "--gpus", 1)); gpus > 1) {
     const std::optional<SolveCommand> parsed = parse_solve_command(args, true);  // usage errors once, here
     if (!parsed) return 0;
     check_rank_options(*parsed);
@@ -594,6 +600,8 @@ int run_solve(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"solve"};
     argv.insert(argv.end(), args.begin(), args.end());
     return launch_ranks(gpus, argv);
+  } else {
+    select_device_before_cuda(raw_int_option(args, "--device", 0));  // one GPU: CUDA initialises that one only
   }
   // CUDA starts first, on a thread of its own: it takes about as long as reading a large file.
   CudaStart cuda;

@@ -176,6 +176,36 @@ void select_gpu_of_rank(const RankContext& r) {
   setenv("CUDA_VISIBLE_DEVICES", std::to_string(r.local_rank).c_str(), 1);
 }
 
+int gpus_visible_without_cuda() {
+  std::error_code ec;
+  int installed = -1;
+  if (std::filesystem::is_directory("/proc/driver/nvidia/gpus", ec)) {
+    installed = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+      ++installed;
+  }
+  if (const char* visible = env("CUDA_VISIBLE_DEVICES")) {
+    // CUDA stops at the first entry that names no GPU; "" and "-1" hide them all
+    const int listed = std::string(visible).empty() || std::string(visible) == "-1" ? 0 : static_cast<int>(split(visible, ',').size());
+    return installed < 0 ? listed : std::min(listed, installed);
+  }
+  return installed;
+}
+
+void select_device_before_cuda(int device) {
+  if (device < 0) throw UsageError("--device must be >= 0, got " + std::to_string(device));
+  const int visible = gpus_visible_without_cuda();
+  if (visible >= 0 && device >= visible)
+    throw UsageError("--device " + std::to_string(device) + ": this machine shows " + std::to_string(visible) + " GPU(s)");
+  if (const char* listed = env("CUDA_VISIBLE_DEVICES")) {
+    const std::vector<std::string> list = split(listed, ',');
+    if (static_cast<size_t>(device) < list.size()) setenv("CUDA_VISIBLE_DEVICES", list[static_cast<size_t>(device)].c_str(), 1);
+    return;
+  }
+  if (visible >= 0) setenv("CUDA_VISIBLE_DEVICES", std::to_string(device).c_str(), 1);  // no driver files: as it is
+}
+
 // ---- the rendezvous file ----
 
 std::string private_rendezvous_dir() {
@@ -459,8 +489,10 @@ LaunchOutcome run_ranks(int ranks, const std::vector<std::string>& args, const R
 }
 
 int launch_ranks(int gpus, const std::vector<std::string>& args) {
+  // counted without CUDA where the driver's files say it: the launcher starts no CUDA of its own (its ranks do)
   std::string why;
-  const int available = cuda_device_count(&why);
+  const int counted = gpus_visible_without_cuda();
+  const int available = counted >= 0 ? counted : cuda_device_count(&why);
   // SPCG_SHARE_GPUS=1 (tests): ranks share the GPUs round robin. NCCL refuses two ranks on one device, so a
   // one-GPU machine sees the launcher end a job whose ranks fail in NCCL's start.
   const bool share = env("SPCG_SHARE_GPUS") != nullptr && available > 0;

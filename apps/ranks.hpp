@@ -32,6 +32,15 @@ std::optional<RankContext> rank_context_from_environment();
 // Before CUDA starts: a rank with no GPU chosen by its launcher sees only its local_rank-th GPU.
 void select_gpu_of_rank(const RankContext& r);
 
+// The GPUs this process may use, counted without starting CUDA (which initialises every visible GPU: ~0.8 s per
+// GPU on a several-GPU host): the NVIDIA driver's /proc/driver/nvidia/gpus entries, or CUDA_VISIBLE_DEVICES's
+// list where that is set. -1 when neither says (no driver files: the caller asks CUDA).
+int gpus_visible_without_cuda();
+
+// Before CUDA starts, a one-GPU process sees only GPU `device` (its index among the visible ones), so that CUDA
+// initialises that one alone. UsageError when there is no such GPU (counted as above).
+void select_device_before_cuda(int device);
+
 // Every rank gets rank 0's unique id (rank 0 makes it with make_id: NCCL's, which needs a GPU; tests pass
 // their own). rendezvous: the file MPI ranks meet at (empty: the default below). Throws CommunicationError
 // after timeout_s.

@@ -229,6 +229,13 @@ TEST(Cli, SolveOptionChecksAreOneLineUsageErrors) {
   expect_one_line("solve --amg-prolongator cubic" + host, 2, "--amg-prolongator must be");
   expect_one_line("solve --gpus 0" + host, 2, "--gpus must be between 1 and 1024");
   expect_one_line("solve --gpus 1025" + host, 2, "--gpus must be between 1 and 1024");
+  expect_one_line("solve --device -1" + host, 2, "--device must be >= 0");
+  expect_one_line("solve --device 0 --gpus 2" + host, 2, "--device picks the GPU of a one-GPU solve");
+  {  // a GPU past the visible ones, refused before CUDA starts
+    const Outcome o = shell(spcg_with("CUDA_VISIBLE_DEVICES=0") + " solve --device 1" + host);
+    EXPECT_EQ(o.code, 2) << o.output;
+    EXPECT_NE(o.output.find("--device 1: this machine shows 1 GPU(s)"), std::string::npos) << o.output;
+  }
   expect_one_line("solve --seed -1" + host, 2, "--seed must be a non-negative integer, got '-1'");  // not 2^64 - 1
   expect_one_line("solve --seed 12x" + host, 2, "--seed must be a non-negative integer, got '12x'");
   expect_one_line("solve" + host + " --tol", 2, "the required argument for option '--tol' is missing");
