@@ -6,22 +6,30 @@
     x, result = solver.solve(B)                             # B: (n,) or (n, k); result: per column, phases, ...
 
 Matrices: scipy.sparse matrices or arrays of any format (or a dense 2-D NumPy array), converted once to CSR with
-sorted indices and duplicates summed, int32 indices and float64 values. Right-hand sides: NumPy vectors (n,) or
-blocks (n, k) in C or Fortran order. NumPy in, NumPy out. Without a usable GPU the library solves on the host
-(Eigen's CG, with Jacobi or no preconditioner) and says so once with a HostBackendWarning.
+sorted indices and duplicates summed, int32 indices and float64 values; on the GPU, cupyx.scipy.sparse matrices
+(and 2-D CuPy arrays) and PyTorch CUDA tensors (sparse CSR, sparse COO or dense), converted on the device and read
+in place by the library (no copy to the host). Right-hand sides: vectors (n,) or blocks (n, k) in C or Fortran
+order, NumPy, CuPy or torch; x comes back in b's kind (NumPy in, NumPy out; CuPy in, CuPy out on the same device;
+torch in, torch out), whichever kind A is. Without a usable GPU the library solves on the host (Eigen's CG, with
+Jacobi or no preconditioner) and says so once with a HostBackendWarning.
+
+Device arrays: on the current CUDA device (another device is refused), produced on the array library's current
+stream: spcg synchronises that stream (cupy.cuda.get_current_stream(), torch.cuda.current_stream()) before the
+library reads them, and x is complete when solve returns. Work queued on another stream is the caller's to finish.
+
+Ctrl-C ends a GPU solve at its next residual check (at most ~50 ms later) with KeyboardInterrupt; the Solver
+keeps its setup and stays usable. The host backend (Eigen) cannot be interrupted: the KeyboardInterrupt comes when
+its solve ends.
 
 Errors are spcg.Error subclasses that are also the built-in a Python user expects: InputError and UsageError are
 ValueErrors, CudaError a RuntimeError; MatrixRefusedError (an InputError) when the checks refuse the matrix.
-
-Not there yet: CuPy / PyTorch device arrays (zero-copy through __cuda_array_interface__ / DLPack), Ctrl-C
-between checks, result.plot().
 """
 
 import warnings as _warnings
 
 import numpy as _np
 
-from . import _spcg
+from . import _cache, _common, _spcg
 from ._spcg import (  # noqa: F401 (re-exported)
     CommunicationError,
     CudaError,
@@ -41,7 +49,7 @@ __all__ = [
 
 SOLVERS = tuple(_spcg.solver_names)          # cg, multi-cg, block-cg
 PRECONDITIONERS = tuple(_spcg.precond_names)  # none, jacobi, block-jacobi, chebyshev, amg, auto
-_INT32_MAX = 2**31 - 1
+_INT32_MAX = _common.INT32_MAX
 _DEFAULTS = _spcg.default_options()
 
 
@@ -50,17 +58,7 @@ class HostBackendWarning(UserWarning):
 
 
 _host_warned = False
-_PACKAGE_DIR = __file__.rsplit("/", 1)[0]
-
-
-def _stacklevel():
-    """The stacklevel of the first frame outside this package (a warning points at the caller's line)."""
-    import sys
-
-    level, f = 1, sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-        level, f = level + 1, f.f_back
-    return level
+_stacklevel = _common.stacklevel
 
 
 def _warn_host_backend(backend_option):
@@ -83,6 +81,10 @@ class _Csr:
         self.shape, self.indptr, self.indices, self.data = shape, indptr, indices, data
         self.duplicates_summed = duplicates_summed
 
+    @property
+    def nnz(self):
+        return int(self.indices.size)
+
     def arrays(self):
         return self.shape[0], self.shape[1], self.indptr, self.indices, self.data
 
@@ -96,24 +98,58 @@ def _is_sparse(A):
     return scipy.sparse.issparse(A)
 
 
-def _check_dtype(dtype, what):
-    if _np.issubdtype(dtype, _np.complexfloating):
-        raise TypeError(f"{what} is complex ({dtype}): spcg solves real symmetric positive definite systems only")
-    if dtype == _np.float64:
-        return
-    if _np.issubdtype(dtype, _np.floating):
-        _warnings.warn(f"spcg: {what} is {dtype}: promoted to float64 (spcg computes in float64)", UserWarning,
-                       stacklevel=_stacklevel())
-    elif not (_np.issubdtype(dtype, _np.integer) or dtype == _np.bool_):
-        raise TypeError(f"{what} has dtype {dtype}: expected real numbers (float64, or one promoted to it)")
+_check_dtype = _common.check_dtype
+
+
+def _device_kind(obj):
+    """'cupy' or 'torch' for an object on a CUDA device, else None; CPU torch tensors are host data. Decided from
+    the type's module: cupy and torch are imported only when the object is theirs."""
+    top = (type(obj).__module__ or "").split(".", 1)[0]
+    if top not in ("cupy", "cupyx", "torch"):
+        if hasattr(obj, "__cuda_array_interface__"):
+            raise TypeError(f"{type(obj).__module__}.{type(obj).__name__} is a device array spcg does not read "
+                            "directly: wrap it with cupy.asarray(obj) (no copy) or torch.as_tensor(obj, device='cuda')")
+        return None
+    from . import _device
+
+    kind = _device.kind_of(obj)
+    return kind if _device.on_device(obj, kind) else None
+
+
+def _host_view(obj, what):
+    """A CPU torch tensor as NumPy / scipy.sparse (a view where torch allows); anything else as it is."""
+    if (type(obj).__module__ or "").split(".", 1)[0] == "torch":
+        from . import _device
+
+        return _device.torch_to_host(obj, what)
+    return obj
+
+
+def _as_matrix(A, what="A"):
+    """A as the library takes it: _Csr for host data, _device.DeviceCsr for a CuPy / torch matrix on the GPU."""
+    if isinstance(A, _Csr):
+        return A
+    if type(A).__name__ == "DeviceCsr" and type(A).__module__ == __name__ + "._device":
+        return A
+    kind = _device_kind(A)
+    if kind is not None:
+        from . import _device
+
+        return _device.csr(A, kind, what)
+    return _as_csr(A, what=what)
+
+
+def _refuse_device(A, what, instead):
+    if _device_kind(A) is not None:
+        raise TypeError(f"{what} is on the GPU: {instead} takes host matrices; pass A.get() (CuPy) or A.cpu() "
+                        "(torch) to copy it to the host")
 
 
 def _as_csr(A, square=True, what="A"):
-    """Converts A (scipy.sparse of any format, or a dense 2-D array) to the library's CSR, once."""
+    """Converts A (scipy.sparse of any format, or a dense 2-D array; host data) to the library's CSR, once."""
     if isinstance(A, _Csr):
         return A
-    if hasattr(A, "__cuda_array_interface__") or type(A).__module__.split(".")[0] in ("cupy", "cupyx", "torch"):
-        raise TypeError(f"{what}: device arrays (CuPy, PyTorch) are not supported yet; pass a scipy.sparse matrix")
+    A = _host_view(A, what)
     if _is_sparse(A):
         shape = tuple(A.shape)
         if len(shape) != 2:
@@ -138,9 +174,9 @@ def _as_csr(A, square=True, what="A"):
             raise ValueError(f"{what} must be square, got shape {arr.shape[0]} x {arr.shape[1]}")
         csr = scipy.sparse.csr_matrix(arr)
     rows, cols = csr.shape
-    if rows > _INT32_MAX or cols > _INT32_MAX or csr.nnz > _INT32_MAX:
-        raise ValueError(f"{what} is {rows} x {cols} with {csr.nnz} stored entries: spcg's indices are int32, "
-                         f"so rows, columns and entries must each be at most {_INT32_MAX}")
+    refusal = _common.size_refusal(what, rows, cols, csr.nnz)
+    if refusal:
+        raise refusal
     duplicates = 0
     if not csr.has_canonical_format:  # unsorted or duplicate column indices: fix a copy, never the caller's matrix
         before = csr.nnz
@@ -155,9 +191,8 @@ def _as_csr(A, square=True, what="A"):
 
 
 def _as_block(b, n, what="b"):
-    """b as a row-major (n, k) float64 block; also whether it was a vector."""
-    if hasattr(b, "__cuda_array_interface__") or type(b).__module__.split(".")[0] in ("cupy", "torch"):
-        raise TypeError(f"{what}: device arrays (CuPy, PyTorch) are not supported yet; pass a NumPy array")
+    """b (host data) as a row-major (n, k) float64 block; also whether it was a vector."""
+    b = _host_view(b, what)
     if _is_sparse(b):
         b = b.toarray()
     arr = _np.asarray(b)
@@ -177,6 +212,14 @@ def _as_block(b, n, what="b"):
     if not _np.isfinite(block).all():
         raise ValueError(f"{what} holds NaN or Inf")
     return block, vector
+
+
+def _columns(b):
+    """The number of right-hand sides in b (its shape only; nothing converted)."""
+    shape = getattr(b, "shape", None)
+    if shape is None:
+        shape = _np.shape(b)
+    return int(shape[1]) if len(shape) == 2 else 1
 
 
 def _csr_matrix(t):
@@ -250,8 +293,10 @@ class SolveResult:
     the setup's phases then "vectors" and "solve"; setup_phases, solve_ms, vectors_ms apart. kernels: the
     per-kernel table (KernelStat each; empty on the host). preconditioner: PreconditionerReport or None (none,
     or the host backend, whose Jacobi has no report). history: per column [(iteration, ||r||)] when
-    keep_history=True. operator_applies, operator_columns, used_graph, used_persistent, fallback_columns,
-    fallback_reason, timing_overhead_ms: as in the C++ SolveResult.
+    keep_history=True (the GPU backend; the host backend keeps none). operator_applies, operator_columns,
+    used_graph, used_persistent, fallback_columns, fallback_reason, timing_overhead_ms: as in the C++ SolveResult.
+    interrupted: the solve ended at Ctrl-C (status "interrupted"; KeyboardInterrupt carries this result).
+    rtol, atol, maxiter: the stop rule the solve ran with. plot(): the residual history as a picture.
     """
 
     def __init__(self, d, solver):
@@ -282,6 +327,54 @@ class SolveResult:
         self.setup_phases = solver._native.setup_phases
         self.phases = list(self.setup_phases) + [("vectors", self.vectors_ms), ("solve", self.solve_ms)]
         self.preconditioner = solver.preconditioner
+        self.rtol, self.atol, self.maxiter = solver._stop
+        self.interrupted = "interrupted" in self.status
+
+    def plot(self, ax=None, *, relative=True, title=None):
+        """Draws the residual history of every column on a log scale: ||r|| / ||b|| (relative=True; ||r|| for a
+        zero b) or ||r|| against the iteration, one line per column, the stop target dashed. Returns the
+        matplotlib Axes (ax: one to draw into; None: a new figure). Save it with ax.figure.savefig("r.svg").
+
+        The history is there when the Solver was set up with keep_history=True (spcg.Solver(A,
+        keep_history=True)); the host backend (Eigen's CG) keeps none. ImportError without matplotlib.
+        """
+        if not any(len(h) for h in self.history):
+            raise ValueError("result.plot(): this result has no residual history; set the Solver up with "
+                             "keep_history=True (spcg.Solver(A, keep_history=True)); the host backend keeps none")
+        try:
+            import matplotlib  # noqa: F401 (the error names matplotlib whether or not pyplot is needed)
+
+            if ax is None:
+                import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise ImportError("result.plot() needs matplotlib (Debian: apt install python3-matplotlib; "
+                              "pip install matplotlib)") from e
+        if ax is None:
+            _, ax = plt.subplots()
+        columns = len(self.history)
+        for j, h in enumerate(self.history):
+            if not h:
+                continue
+            it = _np.array([p[0] for p in h], dtype=_np.int64)
+            r = _np.array([p[1] for p in h], dtype=_np.float64)
+            scale = self.b_norm[j] if relative and self.b_norm[j] > 0 else 1.0
+            r = r / scale
+            r[~(r > 0)] = _np.nan  # no point on a log scale for an exact zero
+            ax.plot(it, r, label=f"column {j}" if columns > 1 else "||r||")
+        targets = {max(self.rtol * (bn if bn > 0 else 1.0), self.atol) / (bn if relative and bn > 0 else 1.0)
+                   for bn in self.b_norm}
+        if len(targets) == 1 and next(iter(targets)) > 0:
+            ax.axhline(next(iter(targets)), linestyle="--", color="gray", linewidth=1, label="target")
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("||r|| / ||b||" if relative else "||r||")
+        if title is None:
+            p = self.preconditioner
+            title = f"{self.solver}" + (f", {p.kind}" if p is not None else "") + f", {columns} column(s)"
+        ax.set_title(title)
+        if columns <= 10:
+            ax.legend()
+        return ax
 
     def __repr__(self):
         worst = float(self.relative_residual.max()) if len(self.columns) else 0.0
@@ -315,14 +408,32 @@ def _tolerances(rtol, atol):
     return rtol, atol
 
 
+def _current_device_if_known():
+    """The current CUDA device as CuPy or torch sees it, when either is imported already (spcg imports neither
+    for this, and creates no torch CUDA state); None otherwise."""
+    import sys
+
+    if "cupy" in sys.modules:
+        return sys.modules["cupy"].cuda.runtime.getDevice()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return torch.cuda.current_device()
+    return None
+
+
 class Solver:
     __doc__ = f"""A matrix set up for solving (the C++ spcg::Solver): the setup is kept between solves.
 
     Solver(A, solver="cg", precond="auto", kernel="auto", *, rtol=1e-5, atol=0.0, maxiter=None, **options)
 
-    A: scipy.sparse (any format) or dense 2-D, square, symmetric positive definite; converted once to CSR
-    (float32 promoted with a warning; complex, non-square, or more than 2**31 - 1 rows / entries refused).
-    The library copies it: later changes to A do not reach the solver.
+    A: square, symmetric positive definite: scipy.sparse (any format) or dense 2-D NumPy; or on the GPU a
+    cupyx.scipy.sparse matrix (or 2-D CuPy array) or a CUDA torch tensor (sparse CSR, sparse COO or dense).
+    Converted once to canonical CSR (on the device for device inputs: no copy to the host; int64 indices
+    narrowed while they fit; float32 promoted with a warning; complex, non-square, or more than 2**31 - 1 rows /
+    entries refused). The library keeps its own copy (a device input: copied on the device, the "upload" phase):
+    later changes to A do not reach the solver, and a device A may be freed once the Solver exists.
+    Device inputs: on the current CUDA device, complete on the array library's current stream (spcg
+    synchronises that stream first; work the caller queued on other streams is theirs to finish).
 
     solver: {", ".join(SOLVERS)} (block-cg and multi-cg solve the k columns of a block together).
     precond: {", ".join(PRECONDITIONERS)}. auto picks none, Jacobi or AMG from the matrix
@@ -348,9 +459,20 @@ class Solver:
           the iteration (as the CLI's options of the same names).
       keep_history [{_DEFAULTS["keep_history"]}]: keep each column's residual history (result.history).
 
+      keep_history [{_DEFAULTS["keep_history"]}] is what result.plot() draws.
+
     Attributes: rows, backend ("gpu" or "host"), kernel(k) (the kernel at block width k), kernel_reason,
-    setup_phases [(name, ms)], preconditioner (PreconditionerReport or None), stats (spcg.info's dict).
+    setup_phases [(name, ms)], preconditioner (PreconditionerReport or None), stats (spcg.info's dict),
+    device (the CUDA device of the setup where known: a device input's; a host input's once CuPy or torch
+    was imported at setup, or after its first device solve; else None), input_kind ("host", "cupy", "torch").
     Without a usable GPU the host backend solves (a HostBackendWarning says so once per process).
+
+    Ctrl-C during a GPU solve raises KeyboardInterrupt at its next residual check (at most ~50 ms later; the
+    exception's .spcg_result is the SolveResult, every running column "interrupted", and .spcg_x the last
+    iterate); the Solver keeps its setup and solves again. A setup, and a solve on the host backend (Eigen),
+    cannot be interrupted: KeyboardInterrupt comes when they end. Only a solve on Python's main thread sees
+    Ctrl-C, as Python runs signal handlers there. One solve at a time per Solver: another thread's solve (with
+    its own stop rule) waits for it.
     """
 
     def __init__(self, A, solver="cg", precond="auto", kernel="auto", *, rtol=1e-5, atol=0.0, maxiter=None,
@@ -358,47 +480,98 @@ class Solver:
         unknown = sorted(set(options) - set(_OPTION_NAMES))
         if unknown:
             raise TypeError(f"Solver: unknown option(s) {', '.join(unknown)}; options are {', '.join(_OPTION_NAMES)}")
-        self._csr = _as_csr(A)
+        matrix = _as_matrix(A)
+        self._shape, self._nnz = tuple(matrix.shape), int(matrix.nnz)
         self._options = dict(options)
         self._options.setdefault("name", "A")
         self._options.update(solver=solver, precond=precond, kernel=kernel,
-                             duplicates_summed=self._csr.duplicates_summed)
+                             duplicates_summed=matrix.duplicates_summed)
         self._stop = None
         self._native = None
-        self._set_up(_tolerances(rtol, atol) + (_maxiter(maxiter, self._csr.shape[0]),))
+        self.device = None
+        self.input_kind = "host" if isinstance(matrix, _Csr) else matrix.kind
+        self._set_up(matrix, _tolerances(rtol, atol) + (_maxiter(maxiter, self._shape[0]),))
 
-    def _set_up(self, stop):
+    def _set_up(self, matrix, stop):
         rtol, atol, maxiter = stop
         opts = dict(self._options, rtol=rtol, atol=atol, maxiter=maxiter)
-        self._native = _spcg.Solver(*self._csr.arrays(), opts)
+        if isinstance(matrix, _Csr):
+            self._native = _spcg.Solver(*matrix.arrays(), opts)
+        else:  # the caller's device arrays, as they are (the library copies them on the device, never to the host)
+            from . import _device
+
+            _device.synchronize(matrix.kind, matrix.device)
+            self._native = _spcg.Solver.from_device(matrix.shape[0], matrix.shape[1], matrix.nnz,
+                                                    *matrix.pointers(), opts)
+            self.device = matrix.device
         self._stop = stop
         if self._native.backend == "host":
             _warn_host_backend(self._options.get("backend"))
+        elif self.device is None:
+            self.device = _current_device_if_known()
 
     def solve(self, b, x0=None, rtol=None, atol=None, maxiter=None):
         """Solves A x = b: returns (x, result).
 
-        b: (n,) (x is (n,)) or (n, k) in C or Fortran order (x is (n, k), C order). x0: the initial guess, b's
-        shape (None: zero). rtol, atol, maxiter: None keeps the Solver's; other values become its stop rule for
-        this and later solves (the setup stays). result: a SolveResult.
+        b: (n,) (x is (n,)) or (n, k) in C or Fortran order (x is (n, k), C order): NumPy, or on the GPU a CuPy
+        array or a CUDA torch tensor. x comes back in b's kind: NumPy, CuPy on b's device, torch on b's device
+        (whichever kind A was; a device b needs the GPU backend). A device b is used in place when it is
+        C-contiguous float64, else converted on the device; it must be on the Solver's device, which must be
+        the current one, and complete on the array library's current stream (spcg synchronises that stream;
+        see spcg.Solver). x0: the initial guess, b's shape and kind (None: zero); never modified.
+        rtol, atol, maxiter: None keeps the Solver's; other values become its stop rule for this and later
+        solves (the setup stays). result: a SolveResult.
+
+        Ctrl-C: KeyboardInterrupt (its .spcg_result and .spcg_x: the interrupted solve's result and last
+        iterate); the Solver stays usable.
         """
-        n = self._csr.shape[0]
-        block, vector = _as_block(b, n, "b")
-        if x0 is None:
-            x = _np.zeros_like(block)
-        else:
-            x, x_vector = _as_block(x0, n, "x0")
-            if x.shape != block.shape:
-                raise ValueError(f"x0 has shape {_np.shape(x0)}, b has {_np.shape(b)}")
+        n = self._shape[0]
+        kind = _device_kind(b)
         stop = (self._stop[0] if rtol is None else rtol, self._stop[1] if atol is None else atol,
                 self._stop[2] if maxiter is None else maxiter)
         stop = _tolerances(stop[0], stop[1]) + (_maxiter(stop[2], n),)
-        if stop != self._stop:  # the setup stays; later solves keep the new rule
-            self._native.set_stop_rule(*stop)
-            self._stop = stop
-        xs, d = self._native.solve(block, x)
+        if kind is None:
+            if x0 is not None and _device_kind(x0) is not None:
+                raise TypeError("x0 is on the GPU, b on the host: x0 must be of b's kind")
+            block, vector = _as_block(b, n, "b")
+            if x0 is None:
+                x = _np.zeros_like(block)
+            else:
+                x, _ = _as_block(x0, n, "x0")
+                if x.shape != block.shape:
+                    raise ValueError(f"x0 has shape {_np.shape(x0)}, b has {_np.shape(b)}")
+            xs, d, pending = self._native.solve(block, x, self._new_stop(stop))
+            out = xs.reshape(n) if vector else xs
+            if (type(b).__module__ or "").split(".", 1)[0] == "torch":  # a CPU tensor in, a CPU tensor out
+                import torch
+
+                out = torch.from_numpy(out)
+        else:
+            from . import _device
+
+            if self.backend != "gpu":
+                raise UsageError(f"b is a {kind} array on the GPU, but this Solver runs on the host backend "
+                                 "(no usable GPU, or backend='host'); pass b on the host")
+            block, vector, device = _device.block(b, n, kind, "b")
+            _device.check_device(device, kind, "b", self.device)
+            x = _device.initial_guess(x0, block, n, kind, tuple(b.shape), device)
+            _device.synchronize(kind, device)
+            d, pending = self._native.solve_device(n, int(block.shape[1]), _device.pointer(block, kind),
+                                                   _device.pointer(x, kind), self._new_stop(stop))
+            if self.device is None:
+                self.device = device  # a host matrix set up on the GPU: its device is the current one
+            out = x.reshape(n) if vector else x
         result = SolveResult(d, self)
-        return (xs.reshape(n) if vector else xs), result
+        if pending is not None:  # Ctrl-C (or another signal handler's exception) during the solve
+            pending.spcg_result, pending.spcg_x = result, out
+            raise pending
+        return out, result
+
+    def _new_stop(self, stop):
+        """The stop rule handed to every native solve, which sets it under the solver's lock (two threads sharing
+        a Solver each solve with their own). The setup stays; later solves keep it."""
+        self._stop = stop
+        return stop
 
     rows = property(lambda self: self._native.rows, doc="The matrix's rows.")
     backend = property(lambda self: self._native.backend, doc='"gpu" or "host", as resolved at setup.')
@@ -421,17 +594,21 @@ class Solver:
         return self._native.kernel(int(k))
 
     def __repr__(self):
-        n = self._csr.shape[0]
-        return (f"spcg.Solver({n} x {n}, nnz={self._csr.indices.size}, solver={self._options['solver']!r}, "
-                f"precond={self._options['precond']!r}, backend={self.backend!r})")
+        n = self._shape[0]
+        where = "" if self.device is None else f", device={self.device}"
+        return (f"spcg.Solver({n} x {n}, nnz={self._nnz}, solver={self._options['solver']!r}, "
+                f"precond={self._options['precond']!r}, backend={self.backend!r}, input={self.input_kind!r}{where})")
 
 
 # ---- scipy.sparse.linalg.cg ----------------------------------------------------------------------------------
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None):
     """Solves A x = b by conjugate gradients: scipy.sparse.linalg.cg's signature and (x, info) return.
 
-    A: scipy.sparse (any format) or dense 2-D, symmetric positive definite (an operator without entries is
-    refused). b: (n,) or (n, k) (k columns solved each on its own; x has b's shape). x0: initial guess.
+    A: symmetric positive definite: scipy.sparse (any format) or dense 2-D NumPy, or on the GPU a
+    cupyx.scipy.sparse matrix or a CUDA torch tensor (an operator without entries is refused). b: (n,) or (n, k)
+    (k columns solved each on its own; x has b's shape and kind: NumPy, CuPy or torch, whichever kind A is).
+    x0: initial guess, b's kind. Device inputs: as spcg.Solver says (current device; spcg synchronises the
+    array library's current stream before reading them).
     Stops where ||b - A x|| <= max(rtol ||b||, atol), or after maxiter iterations (None: 10 n).
     M: None (no preconditioner) or a name: "jacobi", "block-jacobi", "chebyshev", "amg", "auto" or "none".
     A matrix or LinearOperator M is refused (TypeError): spcg builds its preconditioners itself. The host
@@ -441,7 +618,12 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
 
     info: 0 converged; > 0 not converged in maxiter iterations (the iterations run; the largest over the columns);
     < 0 a breakdown (A or M not positive definite, or non-finite values).
-    Each call sets up again; keep a spcg.Solver to reuse the setup.
+
+    Repeated calls with the same matrix do not set up again: cg keeps its last setup and reuses it while the
+    matrix holds the same entries (host: compared bit for bit with the library's copy; device: a 64-bit hash
+    computed on the device) and M, the number of columns, where A lives (and rtol, for M="auto") are the same;
+    a matrix changed in place sets up again. cg.cache_info() counts hits and misses; cg.cache_clear() drops the
+    setup (its GPU memory). A spcg.Solver keeps a setup explicitly. Ctrl-C: KeyboardInterrupt (spcg.Solver).
     """
     if M is None:
         precond = "none"
@@ -454,12 +636,23 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                         f"({', '.join(PRECONDITIONERS)}), not a matrix or LinearOperator")
     if callback is not None and not callable(callback):
         raise TypeError("callback must be callable")
-    csr = _as_csr(A)
-    n = csr.shape[0]
-    block, _ = _as_block(b, n, "b")
-    solver = Solver(csr, solver="cg", precond=precond, rtol=rtol, atol=atol, maxiter=maxiter,
-                    expected_columns=block.shape[1])
-    x, result = solver.solve(b, x0)
+    rtol, atol = _tolerances(rtol, atol)
+    matrix = _as_matrix(A)
+    k = _columns(b)
+    if isinstance(matrix, _Csr):
+        where, fingerprint = ("host", None), None
+    else:
+        where, fingerprint = (matrix.kind, matrix.device), matrix.fingerprint()
+    key = (where, tuple(matrix.shape), int(matrix.nnz), matrix.duplicates_summed, precond, k,
+           rtol if precond == "auto" else None)
+
+    def make(m):
+        return Solver(m, solver="cg", precond=precond, rtol=rtol, atol=atol, maxiter=maxiter, expected_columns=k)
+
+    # the whole stop rule every call: None in Solver.solve would keep the cached setup's earlier rule
+    maxiter = _maxiter(maxiter, matrix.shape[0])
+    with _cg_cache.solver(matrix, key, make, fingerprint) as solver:
+        x, result = solver.solve(b, x0, rtol=rtol, atol=atol, maxiter=maxiter)
     if result.converged:
         info = 0
     elif any(s in ("breakdown", "non-finite", "preconditioner-not-positive") for s in result.status):
@@ -469,6 +662,11 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if callback is not None:
         callback(x)
     return x, info
+
+
+_cg_cache = _cache.SetupCache()
+cg.cache_info = _cg_cache.info
+cg.cache_clear = _cg_cache.clear
 
 
 # ---- files, generators, statistics ---------------------------------------------------------------------------
@@ -490,6 +688,7 @@ def mmwrite(path, A, *, comment=None, symmetric=False, values="g17", threads=0):
     symmetric=True writes the lower triangle with a symmetric header (A must be symmetric: the upper triangle is
     not written). values: "g17" (%.17g, SciPy's form) or "e16" (%.16e, SuiteSparse's). comment: a string (lines).
     """
+    _refuse_device(A, "A", "spcg.mmwrite")
     csr = _as_csr(A, square=symmetric)
     comments = [] if comment is None else str(comment).splitlines()
     _spcg.write(str(path), *csr.arrays(), comments, "symmetric" if symmetric else "general", values, int(threads))
@@ -513,5 +712,6 @@ def info(A):
             return _spcg.stats(*_spcg.generate(spec))
         t, meta = _spcg.read(spec, 0)
         return _spcg.stats(*t, meta["duplicates_summed"])
+    _refuse_device(A, "A", "spcg.info")
     csr = _as_csr(A, square=False)
     return _spcg.stats(*csr.arrays(), csr.duplicates_summed)

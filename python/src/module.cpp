@@ -3,14 +3,21 @@
 // float64); the pure-Python front (python/spcg/__init__.py) converts SciPy / NumPy inputs to them, checks them and
 // carries the docstrings. The GIL is released during setup, solves, reads and writes. Results come back as
 // dicts; arrays the library made (a matrix read or generated, a solution) are handed to NumPy without a copy.
+// Device arrays (CuPy, PyTorch) arrive as raw device pointers the front read from the array library, after it
+// checked their device, dtype and layout and synchronised the producer's stream: they reach the library's
+// DeviceCsrRef / DeviceBlockRef as they are. Ctrl-C: a solve asks Python for pending signals at the monitor's
+// residual checks (SolveOptions::interrupted) and hands back the exception a handler raised.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <pythread.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -288,31 +295,138 @@ py::list names() {
   return l;
 }
 
+}  // namespace
+
+// A stop rule arrives as (rtol, atol, maxiter).
+namespace pybind11::detail {
+template <>
+struct type_caster<spcg::StopRule> {
+  PYBIND11_TYPE_CASTER(spcg::StopRule, const_name("tuple[float, float, int]"));
+  bool load(handle src, bool) {
+    if (!isinstance<tuple>(src)) return false;
+    const auto t = reinterpret_borrow<tuple>(src);
+    if (t.size() != 3) return false;
+    value = spcg::StopRule{t[0].cast<double>(), t[1].cast<double>(), t[2].cast<int>()};
+    return true;
+  }
+};
+}  // namespace pybind11::detail
+
+namespace {
+
+// ---- Ctrl-C --------------------------------------------------------------------------------------------------
+// Python runs signal handlers on its main thread only: a solve on another thread never takes the GIL to ask.
+unsigned long& main_thread_ident() {
+  static unsigned long ident = 0;  // threading.main_thread().ident, set when the module is imported
+  return ident;
+}
+
+// What the interrupt hook found: the exception a signal handler raised (KeyboardInterrupt for Ctrl-C), kept
+// until the solve returns. Written and read with the GIL held.
+struct InterruptState {
+  py::object pending;
+};
+
+// Fetches the error indicator as one exception object (its traceback attached) and clears it.
+py::object fetch_exception() {
+#if PY_VERSION_HEX >= 0x030C0000
+  return py::reinterpret_steal<py::object>(PyErr_GetRaisedException());
+#else
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  if (value && trace) PyException_SetTraceback(value, trace);
+  Py_XDECREF(type);
+  Py_XDECREF(trace);
+  return py::reinterpret_steal<py::object>(value);
+#endif
+}
+
+// SolveOptions::interrupted: the monitor asks it at most every 50 ms while the GIL is released. A handler that
+// raises (Python's default for SIGINT raises KeyboardInterrupt) ends the solve; one that does not lets it go on.
+std::function<bool()> interrupt_hook(const std::shared_ptr<InterruptState>& state) {
+  return [state]() {
+    if (PyThread_get_thread_ident() != main_thread_ident()) return false;
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    state->pending = fetch_exception();
+    return true;
+  };
+}
+
 // ---- the solver ---------------------------------------------------------------------------------------------
 class PySolver {
  public:
   PySolver(int64_t rows, int64_t cols, const IndexArray& indptr, const IndexArray& indices, const ValueArray& data,
            const py::dict& options) {
-    SolverOptions o = options_from_python(options);
+    const SolverOptions o = options_with_hook(options);
     CsrMatrix a = csr_from_arrays(rows, cols, indptr, indices, data);
     py::gil_scoped_release unlocked;
     solver_ = std::make_unique<Solver>(std::move(a), o);
   }
 
-  // b and x0: n x k row-major. Returns (x as an n x k array, the result as a dict).
-  py::tuple solve(const ValueArray& b, const ValueArray& x0) {
-    const DenseBlock bb = block_from_array(b, "b");
-    DenseBlock x = block_from_array(x0, "x0");
-    SolveResult r;
+  // A CSR matrix in device memory (the caller's arrays, on the current device, the producer's stream
+  // synchronised): the library copies it on the device and never to the host.
+  static std::unique_ptr<PySolver> from_device(int64_t rows, int64_t cols, int64_t nnz, uintptr_t row_ptr,
+                                               uintptr_t col_idx, uintptr_t values, const py::dict& options) {
+    if (rows < 0 || cols < 0 || nnz < 0 || rows > std::numeric_limits<int32_t>::max() ||
+        cols > std::numeric_limits<int32_t>::max() || nnz > std::numeric_limits<int32_t>::max())
+      throw UsageError("device CSR: " + std::to_string(rows) + " x " + std::to_string(cols) + " with " +
+                       std::to_string(nnz) + " entries is outside int32's range");
+    std::unique_ptr<PySolver> s(new PySolver());
+    const SolverOptions o = s->options_with_hook(options);
+    const DeviceCsrRef a{static_cast<int32_t>(rows), static_cast<int32_t>(cols), nnz,
+                         reinterpret_cast<const int32_t*>(row_ptr), reinterpret_cast<const int32_t*>(col_idx),
+                         reinterpret_cast<const double*>(values)};
     {
       py::gil_scoped_release unlocked;
-      r = solver_->solve(bb, x);
+      s->solver_ = std::make_unique<Solver>(a, o);
     }
-    const py::ssize_t n = x.rows, k = x.cols;
-    return py::make_tuple(owned_array(std::move(x.data), {n, k}), result_to_python(r));
+    py::dict p;  // what reached the library: the zero-copy tests compare them with the arrays' own pointers
+    p["row_ptr"] = row_ptr, p["col_idx"] = col_idx, p["values"] = values;
+    s->device_input_ = p;
+    return s;
   }
 
-  void set_stop_rule(double rtol, double atol, int maxiter) { solver_->set_stop_rule(StopRule{rtol, atol, maxiter}); }
+  // b and x0: n x k row-major; stop: the stop rule from this solve on (None: the one in force), set under the
+  // same lock as the solve, so that two threads sharing the solver each solve with their own. Returns (x as an
+  // n x k array, the result as a dict, the exception a signal handler raised during the solve or None).
+  py::tuple solve(const ValueArray& b, const ValueArray& x0, const std::optional<StopRule>& stop) {
+    const DenseBlock bb = block_from_array(b, "b");
+    DenseBlock x = block_from_array(x0, "x0");
+    auto [r, pending] = run(stop, [&] { return solver_->solve(bb, x); });
+    const py::ssize_t n = x.rows, k = x.cols;
+    return py::make_tuple(owned_array(std::move(x.data), {n, k}), result_to_python(r), pending);
+  }
+
+  // b and x: n x k row-major float64 blocks in device memory (x: the initial guess in, the solution out).
+  // Returns (the result as a dict, the exception a signal handler raised or None).
+  py::tuple solve_device(int64_t rows, int64_t cols, uintptr_t b, uintptr_t x, const std::optional<StopRule>& stop) {
+    if (rows < 0 || cols < 0 || rows > std::numeric_limits<int32_t>::max() || cols > std::numeric_limits<int32_t>::max())
+      throw UsageError("device block: " + std::to_string(rows) + " x " + std::to_string(cols) +
+                       " is outside int32's range");
+    const DeviceBlockRef bb{static_cast<int32_t>(rows), static_cast<int32_t>(cols), reinterpret_cast<double*>(b)};
+    const DeviceBlockRef xx{static_cast<int32_t>(rows), static_cast<int32_t>(cols), reinterpret_cast<double*>(x)};
+    auto [r, pending] = run(stop, [&] { return solver_->solve(bb, xx); });
+    return py::make_tuple(result_to_python(r), pending);
+  }
+
+  // Whether these arrays are, bit for bit, the matrix the library holds (spcg.cg's cache: an exact test, no
+  // hash). False for a matrix set up from device arrays, whose host copy the library would have to download.
+  bool same_matrix(int64_t rows, int64_t cols, const IndexArray& indptr, const IndexArray& indices,
+                   const ValueArray& data) const {
+    if (!device_input_.is_none()) return false;
+    const CsrMatrix& a = solver_->matrix();
+    if (a.rows != rows || a.cols != cols || indptr.ndim() != 1 || indices.ndim() != 1 || data.ndim() != 1 ||
+        static_cast<size_t>(indptr.shape(0)) != a.row_ptr.size() ||
+        static_cast<size_t>(indices.shape(0)) != a.col_idx.size() || static_cast<size_t>(data.shape(0)) != a.values.size())
+      return false;
+    py::gil_scoped_release unlocked;  // the arrays stay referenced by the arguments
+    return std::memcmp(a.row_ptr.data(), indptr.data(), a.row_ptr.size() * sizeof(int32_t)) == 0 &&
+           std::memcmp(a.col_idx.data(), indices.data(), a.col_idx.size() * sizeof(int32_t)) == 0 &&
+           std::memcmp(a.values.data(), data.data(), a.values.size() * sizeof(double)) == 0;
+  }
+
   int32_t rows() const { return solver_->rows(); }
   std::string backend() const { return name_of(solver_->backend()); }
   std::string kernel(int k) const { return solver_->kernel(k); }
@@ -320,9 +434,45 @@ class PySolver {
   py::list setup_phases() const { return phases_to_python(solver_->setup_phases()); }
   py::object preconditioner() const { return precond_to_python(solver_->preconditioner()); }
   py::dict stats() const { return stats_to_python(solver_->stats()); }
+  py::object device_input() const { return device_input_; }
 
  private:
+  PySolver() = default;
+
+  SolverOptions options_with_hook(const py::dict& options) {
+    SolverOptions o = options_from_python(options);
+    o.iteration.interrupted = interrupt_hook(interrupt_);
+    return o;
+  }
+
+  // One solve at a time on this solver (the C++ Solver is not for concurrent solves), the GIL released first
+  // so that a thread waiting here never holds it; the hook's exception taken before the next solve may start.
+  template <class F>
+  std::pair<SolveResult, py::object> run(const std::optional<StopRule>& stop, F&& f) {
+    SolveResult r;
+    py::object pending = py::none();
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_at_a_time(mutex_);
+      try {
+        if (stop) solver_->set_stop_rule(*stop);
+        r = f();
+      } catch (...) {
+        py::gil_scoped_acquire gil;
+        interrupt_->pending = py::object();  // the library's error is what the caller sees
+        throw;
+      }
+      py::gil_scoped_acquire gil;
+      if (interrupt_->pending) pending = std::move(interrupt_->pending);
+      interrupt_->pending = py::object();
+    }
+    return {std::move(r), std::move(pending)};
+  }
+
+  std::shared_ptr<InterruptState> interrupt_ = std::make_shared<InterruptState>();
   std::unique_ptr<Solver> solver_;
+  std::mutex mutex_;
+  py::object device_input_ = py::none();
 };
 
 py::tuple read_file(const std::string& path, int threads) {
@@ -409,12 +559,19 @@ PYBIND11_MODULE(_spcg, m) {
   e.communication = new_exception(m, "CommunicationError", py::make_tuple(e.error, py::handle(PyExc_RuntimeError)),
                                   "The ranks of a multi-GPU solve could not communicate.");
   py::register_exception_translator(&translate);
+  main_thread_ident() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
   py::class_<PySolver>(m, "Solver")
       .def(py::init<int64_t, int64_t, const IndexArray&, const IndexArray&, const ValueArray&, const py::dict&>(),
            py::arg("rows"), py::arg("cols"), py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("options"))
-      .def("solve", &PySolver::solve, py::arg("b"), py::arg("x0"))
-      .def("set_stop_rule", &PySolver::set_stop_rule, py::arg("rtol"), py::arg("atol"), py::arg("maxiter"))
+      .def_static("from_device", &PySolver::from_device, py::arg("rows"), py::arg("cols"), py::arg("nnz"),
+                  py::arg("row_ptr"), py::arg("col_idx"), py::arg("values"), py::arg("options"))
+      .def("solve", &PySolver::solve, py::arg("b"), py::arg("x0"), py::arg("stop") = py::none())
+      .def("solve_device", &PySolver::solve_device, py::arg("rows"), py::arg("cols"), py::arg("b"), py::arg("x"),
+           py::arg("stop") = py::none())
+      .def("same_matrix", &PySolver::same_matrix, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
+           py::arg("indices"), py::arg("data"))
+      .def_property_readonly("device_input", &PySolver::device_input)
       .def_property_readonly("rows", &PySolver::rows)
       .def_property_readonly("backend", &PySolver::backend)
       .def("kernel", &PySolver::kernel, py::arg("k") = 1)

@@ -1,0 +1,68 @@
+"""spcg.cg's setup cache: the last setup, reused by a later call with the same matrix.
+
+A setup (the upload, statistics, checks, the kernel auto chose, the preconditioner) costs 17-25 ms for a small
+file in a fresh process against a few ms of solve, and code written for scipy.sparse.linalg.cg calls cg again and
+again with one matrix. A stale setup would give wrong answers, so the rule is exact, not a guess from the object's
+identity: a call reuses the cached setup only when
+
+  - the options that shape a setup are the same: the preconditioner (M), the number of right-hand sides (auto's
+    kernel is chosen for it), where the matrix lives (host, or a CuPy / torch device and its id), and rtol when
+    M="auto" (auto chooses for it);
+  - and the matrix, as converted for the library (canonical CSR, int32 indices, float64 values), holds the same
+    entries:
+      host (SciPy, NumPy): compared bit for bit with the library's own host copy (memcmp of the three arrays;
+          ~0.1 ms for fv1's 1 MB, measured in python/bench);
+      device (CuPy, torch): a 64-bit hash of each array computed on the device (_device.fingerprint; a change
+          goes unnoticed with probability about 2**-64), the sizes and dtypes beside it.
+
+So a matrix changed in place (A.data[:] = ...) or rebuilt, or a different matrix, sets up again; an equal matrix
+in a new object reuses the setup. One setup is kept (its device memory too, until cg.cache_clear() or a call
+with another matrix). A call while another thread uses the cached setup sets up a private one instead of waiting.
+"""
+
+import collections
+import threading
+from contextlib import contextmanager
+
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses currsize")
+
+
+class SetupCache:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entry = None  # (key, fingerprint or None for a host matrix, Solver)
+        self._hits = self._misses = 0
+
+    def info(self):
+        return CacheInfo(self._hits, self._misses, 0 if self._entry is None else 1)
+
+    def clear(self):
+        with self._lock:
+            self._entry = None
+            self._hits = self._misses = 0
+
+    @contextmanager
+    def solver(self, matrix, key, make, device_fingerprint=None):
+        """Yields a Solver for `matrix` (the front's converted matrix): the cached one when the rule above holds,
+        else a new one from make(matrix), which is then cached. `device_fingerprint`: the matrix's hash (device
+        matrices), None for host ones. The lock is held while the caller solves, so that no other thread changes
+        the stop rule of the setup in between."""
+        if not self._lock.acquire(blocking=False):  # another thread is solving with the cached setup
+            yield make(matrix)
+            return
+        try:
+            entry = self._entry
+            hit = entry is not None and entry[0] == key and (
+                entry[1] == device_fingerprint if device_fingerprint is not None
+                else entry[2]._native.same_matrix(*matrix.arrays()))
+            if hit:
+                self._hits += 1
+                solver = entry[2]
+            else:
+                self._misses += 1
+                self._entry = None  # the old setup's memory goes back before the new setup asks for its own
+                solver = make(matrix)
+                self._entry = (key, device_fingerprint, solver)
+            yield solver
+        finally:
+            self._lock.release()
