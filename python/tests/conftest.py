@@ -40,3 +40,23 @@ def relres(A, x, b):
 def gpu_available():
     ok, _ = spcg._spcg.device_available()
     return ok
+
+
+def unchecked_torch_csr(torch, crow, col, values, size, device=None):
+    """A torch sparse CSR tensor built without torch's invariant checks (unsorted or duplicate columns stay as
+    given): torch 1.13 checks always unless its _unsafe constructor is used; torch >= 2 takes check_invariants."""
+    if hasattr(torch, "_sparse_csr_tensor_unsafe"):
+        t = torch._sparse_csr_tensor_unsafe(crow, col, values, size)
+        return t if device is None else t.to(device)
+    return torch.sparse_csr_tensor(crow, col, values, size, device=device, check_invariants=False)
+
+
+def duplicated(poisson):
+    """poisson's CSR arrays with every entry twice (halves), each row's columns unsorted: (data, indices, indptr)."""
+    n = poisson.shape[0]
+    coo = poisson.tocoo()
+    rows = np.concatenate([coo.row, coo.row])
+    order = np.argsort(rows, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int32)
+    return (np.concatenate([coo.data / 2, coo.data / 2])[order],
+            np.concatenate([coo.col, coo.col])[order].astype(np.int32), indptr)
