@@ -296,10 +296,12 @@ class SolveResult:
     keep_history=True (the GPU backend; the host backend keeps none). operator_applies, operator_columns,
     used_graph, used_persistent, fallback_columns, fallback_reason, timing_overhead_ms: as in the C++ SolveResult.
     interrupted: the solve ended at Ctrl-C (status "interrupted"; KeyboardInterrupt carries this result).
+    call_ms: the wall time of the library's Solver::solve call (what a C++ caller pays; the rest of a
+    Python call's time is Python's).
     rtol, atol, maxiter: the stop rule the solve ran with. plot(): the residual history as a picture.
     """
 
-    def __init__(self, d, solver):
+    def __init__(self, d, solver, stop):
         self.columns = [ColumnResult(**c) for c in d["columns"]]
         self.status = [c.status for c in self.columns]
         self.iterations = _np.array([c.iterations for c in self.columns], dtype=_np.int64)
@@ -319,6 +321,7 @@ class SolveResult:
         self.used_persistent = d["used_persistent"]
         self.fallback_columns = d["fallback_columns"]
         self.fallback_reason = d["fallback_reason"]
+        self.call_ms = d["call_ms"]
         self.history = d["history"]
         self.backend = solver.backend
         k = len(self.columns)
@@ -327,7 +330,7 @@ class SolveResult:
         self.setup_phases = solver._native.setup_phases
         self.phases = list(self.setup_phases) + [("vectors", self.vectors_ms), ("solve", self.solve_ms)]
         self.preconditioner = solver.preconditioner
-        self.rtol, self.atol, self.maxiter = solver._stop
+        self.rtol, self.atol, self.maxiter = stop
         self.interrupted = "interrupted" in self.status
 
     def plot(self, ax=None, *, relative=True, title=None):
@@ -361,8 +364,10 @@ class SolveResult:
             r = r / scale
             r[~(r > 0)] = _np.nan  # no point on a log scale for an exact zero
             ax.plot(it, r, label=f"column {j}" if columns > 1 else "||r||")
-        targets = {max(self.rtol * (bn if bn > 0 else 1.0), self.atol) / (bn if relative and bn > 0 else 1.0)
-                   for bn in self.b_norm}
+        def target(bn):  # the stop rule's ||r|| <= max(rtol ||b||, atol), on the plot's scale
+            return max(self.rtol, self.atol / bn) if relative and bn > 0 else max(self.rtol * bn, self.atol)
+
+        targets = {target(bn) for bn in self.b_norm}
         if len(targets) == 1 and next(iter(targets)) > 0:
             ax.axhline(next(iter(targets)), linestyle="--", color="gray", linewidth=1, label="target")
         ax.set_yscale("log")
@@ -561,7 +566,7 @@ class Solver:
             if self.device is None:
                 self.device = device  # a host matrix set up on the GPU: its device is the current one
             out = x.reshape(n) if vector else x
-        result = SolveResult(d, self)
+        result = SolveResult(d, self, stop)
         if pending is not None:  # Ctrl-C (or another signal handler's exception) during the solve
             pending.spcg_result, pending.spcg_x = result, out
             raise pending

@@ -14,6 +14,7 @@
 #include <pythread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -396,7 +397,7 @@ class PySolver {
     DenseBlock x = block_from_array(x0, "x0");
     auto [r, pending] = run(stop, [&] { return solver_->solve(bb, x); });
     const py::ssize_t n = x.rows, k = x.cols;
-    return py::make_tuple(owned_array(std::move(x.data), {n, k}), result_to_python(r), pending);
+    return py::make_tuple(owned_array(std::move(x.data), {n, k}), r, pending);
   }
 
   // b and x: n x k row-major float64 blocks in device memory (x: the initial guess in, the solution out).
@@ -408,7 +409,7 @@ class PySolver {
     const DeviceBlockRef bb{static_cast<int32_t>(rows), static_cast<int32_t>(cols), reinterpret_cast<double*>(b)};
     const DeviceBlockRef xx{static_cast<int32_t>(rows), static_cast<int32_t>(cols), reinterpret_cast<double*>(x)};
     auto [r, pending] = run(stop, [&] { return solver_->solve(bb, xx); });
-    return py::make_tuple(result_to_python(r), pending);
+    return py::make_tuple(r, pending);
   }
 
   // Whether these arrays are, bit for bit, the matrix the library holds (spcg.cg's cache: an exact test, no
@@ -447,16 +448,21 @@ class PySolver {
 
   // One solve at a time on this solver (the C++ Solver is not for concurrent solves), the GIL released first
   // so that a thread waiting here never holds it; the hook's exception taken before the next solve may start.
+  // Returns the result as a dict (with call_ms: the Solver::solve call's wall time, what a C++ caller pays for
+  // it, so that Python's own cost can be told apart) and the pending exception or None.
   template <class F>
-  std::pair<SolveResult, py::object> run(const std::optional<StopRule>& stop, F&& f) {
+  std::pair<py::dict, py::object> run(const std::optional<StopRule>& stop, F&& f) {
     SolveResult r;
+    double call_ms = 0;
     py::object pending = py::none();
     {
       py::gil_scoped_release unlocked;
       std::lock_guard<std::mutex> one_at_a_time(mutex_);
       try {
         if (stop) solver_->set_stop_rule(*stop);
+        const auto t0 = std::chrono::steady_clock::now();
         r = f();
+        call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       } catch (...) {
         py::gil_scoped_acquire gil;
         interrupt_->pending = py::object();  // the library's error is what the caller sees
@@ -466,7 +472,9 @@ class PySolver {
       if (interrupt_->pending) pending = std::move(interrupt_->pending);
       interrupt_->pending = py::object();
     }
-    return {std::move(r), std::move(pending)};
+    py::dict d = result_to_python(r);
+    d["call_ms"] = call_ms;
+    return {std::move(d), std::move(pending)};
   }
 
   std::shared_ptr<InterruptState> interrupt_ = std::make_shared<InterruptState>();
@@ -572,6 +580,7 @@ PYBIND11_MODULE(_spcg, m) {
       .def("same_matrix", &PySolver::same_matrix, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
            py::arg("indices"), py::arg("data"))
       .def_property_readonly("device_input", &PySolver::device_input)
+
       .def_property_readonly("rows", &PySolver::rows)
       .def_property_readonly("backend", &PySolver::backend)
       .def("kernel", &PySolver::kernel, py::arg("k") = 1)
