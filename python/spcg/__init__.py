@@ -286,7 +286,7 @@ class SolveResult:
     """What a solve reports, as the CLI prints it.
 
     Per column (arrays / lists of length k): status (str: converged, deflated, max-iterations, breakdown,
-    non-finite, preconditioner-not-positive), iterations, b_norm, recursive_residual (the solver's own ||r||),
+    non-finite, preconditioner-not-positive, interrupted), iterations, b_norm, recursive_residual (the solver's own ||r||),
     true_residual (||b - A x|| recomputed at the end), relative_residual; columns (ColumnResult each).
     converged: every column converged (or deflated, block CG). solver: the iteration that ran ("cg", "eigen-cg"
     on the host, ...). backend ("gpu" or "host"), kernel and kernel_reason: the solver's. phases: [(name, ms)],
@@ -462,9 +462,8 @@ class Solver:
       vector_ops ["{_DEFAULTS["vector_ops"]}"], check_every [{_DEFAULTS["check_every"]}], graph ["{_DEFAULTS["graph"]}"],
       persistent ["{_DEFAULTS["persistent"]}"], deterministic [{_DEFAULTS["deterministic"]}], stagnation [{_DEFAULTS["stagnation"]}]:
           the iteration (as the CLI's options of the same names).
-      keep_history [{_DEFAULTS["keep_history"]}]: keep each column's residual history (result.history).
-
-      keep_history [{_DEFAULTS["keep_history"]}] is what result.plot() draws.
+      keep_history [{_DEFAULTS["keep_history"]}]: keep each column's residual history (result.history, what
+          result.plot() draws; the GPU backend keeps one, the host backend none).
 
     Attributes: rows, backend ("gpu" or "host"), kernel(k) (the kernel at block width k), kernel_reason,
     setup_phases [(name, ms)], preconditioner (PreconditionerReport or None), stats (spcg.info's dict),

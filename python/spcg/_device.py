@@ -176,7 +176,8 @@ def _cupy_csr(A, what, square):
         rows, cols = (int(s) for s in A.shape)
         _common.check_dtype(A.dtype, what)
         _square(rows, cols, square, what)
-        m = csp.csr_matrix(A if A.dtype.kind == "f" else A.astype(cupy.float64))  # dense to CSR, on the device
+        # dense to CSR on the device (cupyx's sparse matrices hold float32 / float64 / complex / bool only)
+        m = csp.csr_matrix(A if A.dtype in (cupy.float32, cupy.float64) else A.astype(cupy.float64))
     else:
         raise TypeError(f"{what} is a {type(A).__name__}: spcg takes a cupyx.scipy.sparse matrix or a 2-D "
                         "cupy.ndarray from CuPy")

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -362,8 +363,11 @@ class PySolver {
            const py::dict& options) {
     const SolverOptions o = options_with_hook(options);
     CsrMatrix a = csr_from_arrays(rows, cols, indptr, indices, data);
-    py::gil_scoped_release unlocked;
-    solver_ = std::make_unique<Solver>(std::move(a), o);
+    {
+      py::gil_scoped_release unlocked;
+      solver_ = std::make_unique<Solver>(std::move(a), o);
+    }
+    raise_if_interrupted();
   }
 
   // A CSR matrix in device memory (the caller's arrays, on the current device, the producer's stream
@@ -383,6 +387,7 @@ class PySolver {
       py::gil_scoped_release unlocked;
       s->solver_ = std::make_unique<Solver>(a, o);
     }
+    s->raise_if_interrupted();
     py::dict p;  // what reached the library: the zero-copy tests compare them with the arrays' own pointers
     p["row_ptr"] = row_ptr, p["col_idx"] = col_idx, p["values"] = values;
     s->device_input_ = p;
@@ -437,8 +442,34 @@ class PySolver {
   py::dict stats() const { return stats_to_python(solver_->stats()); }
   py::object device_input() const { return device_input_; }
 
+  // For the tests (the host backend never asks the hook): waits wait_ms with the GIL released, so that a signal
+  // can arrive meanwhile, then asks the interrupt hook as the monitor does. Returns (its answer, the exception it
+  // kept or None).
+  py::tuple poll_interrupt(double wait_ms) {
+    bool asked = false;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_at_a_time(mutex_);
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
+      asked = solver_->options().iteration.interrupted();
+    }
+    py::object kept = interrupt_->pending ? std::move(interrupt_->pending) : py::none();
+    interrupt_->pending = py::object();
+    return py::make_tuple(asked, kept);
+  }
+
  private:
   PySolver() = default;
+
+  // The setup asks the hook only if it runs solves with the solver's own options (today it does not: auto's
+  // trial has its own); should it, a Ctrl-C there ends the construction with the handler's exception.
+  void raise_if_interrupted() {
+    if (!interrupt_->pending) return;
+    py::object e = std::move(interrupt_->pending);
+    interrupt_->pending = py::object();
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(e.ptr())), e.ptr());
+    throw py::error_already_set();
+  }
 
   SolverOptions options_with_hook(const py::dict& options) {
     SolverOptions o = options_from_python(options);
@@ -580,6 +611,7 @@ PYBIND11_MODULE(_spcg, m) {
       .def("same_matrix", &PySolver::same_matrix, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
            py::arg("indices"), py::arg("data"))
       .def_property_readonly("device_input", &PySolver::device_input)
+      .def("_poll_interrupt", &PySolver::poll_interrupt, py::arg("wait_ms"))
 
       .def_property_readonly("rows", &PySolver::rows)
       .def_property_readonly("backend", &PySolver::backend)

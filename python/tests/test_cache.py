@@ -4,7 +4,6 @@ import threading
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from conftest import relres
 
 import spcg

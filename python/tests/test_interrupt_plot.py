@@ -43,6 +43,40 @@ def test_ctrl_c_on_the_host_backend_raises_when_the_solve_ends_and_the_solver_st
     assert r.converged and relres(A, x, b) <= 1.5e-8
 
 
+def test_the_interrupt_hook_runs_pythons_signal_handlers(poisson):
+    # what the GPU monitor asks at its residual checks, asked here directly (the host backend never asks it)
+    native = spcg.Solver(poisson, backend="host")._native
+
+    class Stop(Exception):
+        pass
+
+    def raising(signum, frame):
+        raise Stop("from the handler")
+
+    seen = []
+    old = signal.signal(signal.SIGUSR1, raising)
+    try:
+        timer = threading.Timer(0.02, os.kill, args=(os.getpid(), signal.SIGUSR1))
+        timer.start()
+        asked, kept = native._poll_interrupt(300)  # the signal arrives while the GIL is released
+        timer.join()
+        assert asked and isinstance(kept, Stop) and str(kept) == "from the handler"
+        signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))  # a handler that does not raise
+        timer = threading.Timer(0.02, os.kill, args=(os.getpid(), signal.SIGUSR1))
+        timer.start()
+        asked, kept = native._poll_interrupt(300)
+        timer.join()
+        assert (asked, kept) == (False, None) and seen == [signal.SIGUSR1]  # it ran; the solve would go on
+        assert native._poll_interrupt(0) == (False, None)  # nothing pending
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    answers = []  # off the main thread: Python runs no handler there, so the hook never takes the GIL
+    worker = threading.Thread(target=lambda: answers.append(native._poll_interrupt(0)))
+    worker.start()
+    worker.join()
+    assert answers == [(False, None)]
+
+
 def test_plot_without_history_says_how_to_get_one(poisson):
     _, r = spcg.Solver(poisson, precond="none").solve(np.ones(poisson.shape[0]))
     with pytest.raises(ValueError, match="keep_history=True"):
