@@ -8,6 +8,10 @@
 #include "kernels/device_array.hpp"
 
 namespace spcg {
+namespace {
+// The widest step connect_sums prepares for (block CG's sums are k x k, later ones reuse the connection anyway).
+constexpr size_t kMaxConnectedColumns = 16;
+}  // namespace
 
 NcclId nccl_unique_id() {
   static_assert(sizeof(ncclUniqueId) == sizeof(NcclId), "NcclId holds ncclUniqueId's bytes");
@@ -26,6 +30,11 @@ CommunicatorPtr make_nccl_communicator(int rank, int size, const NcclId& id) {
 }
 
 CommunicationStats communication_stats(const Communicator& comm) { return comm.stats(); }
+
+void connect_sums(Communicator& comm) {
+  std::vector<double> zeros(2 * kMaxConnectedColumns, 0.0);
+  sum_over_ranks(comm, zeros);
+}
 
 void sum_over_ranks(Communicator& comm, std::vector<double>& values) {
   DeviceArray<double> d(values, "values summed over ranks");

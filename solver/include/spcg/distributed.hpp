@@ -44,6 +44,11 @@ using CommunicatorPtr = std::unique_ptr<Communicator, CommunicatorDeleter>;
 CommunicatorPtr make_nccl_communicator(int rank, int size, const NcclId& id);
 // What the communicator's calls cost so far (waits for timed calls).
 CommunicationStats communication_stats(const Communicator& comm);
+// One sum over the ranks of a step's largest count of values, on zeros: NCCL connects a collective's channels on
+// its first call, so a rank with time to spare (still reading or generating) connects them here rather than in
+// its setup or first solve. Every rank calls it. (The halo's connections need the partition: a rank's Solver
+// makes them in its setup's connect phase.)
+void connect_sums(Communicator& comm);
 // values <- their sum over the ranks, in rank order (every rank calls it with as many values): how a caller
 // gathers per-rank figures or a vector's rows on host memory (through the device, one sum).
 void sum_over_ranks(Communicator& comm, std::vector<double>& values);
