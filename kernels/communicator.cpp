@@ -83,7 +83,30 @@ CommunicationStats Communicator::stats() const {
 
 // ---- NCCL ----
 
+namespace {
+
+// NCCL's defaults for what spcg sends, set before NCCL's first call reads them (a value the user set is kept):
+// the sums are a few values and the halo exchanges a few MB point to point, which 2 channels carry as fast as
+// NCCL's default (poisson3d:300 on 4 H200s: solve 276 ms against 275), while connecting them takes 87 ms
+// instead of 1058; cuMem's memory import (NCCL_CUMEM_ENABLE) added ~1 s to the first connections
+// (scripts/nccl_start_probe.sh; docs/perf-notes.md, "Several GPUs: the fixed costs").
+struct NcclStartDefaults {
+  static constexpr const char* max_channels = "2";
+  static constexpr const char* cumem = "0";
+};
+void set_nccl_start_defaults() {
+  static const bool once = [] {
+    setenv("NCCL_MAX_NCHANNELS", NcclStartDefaults::max_channels, 0);
+    setenv("NCCL_CUMEM_ENABLE", NcclStartDefaults::cumem, 0);
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace
+
 ncclUniqueId NcclCommunicator::unique_id() {
+  set_nccl_start_defaults();
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));
   return id;
@@ -98,6 +121,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, const ncclUniqueId& id) :
     if (*end != '\0' || !(v > 0)) throw UsageError(std::string("SPCG_COMM_TIMEOUT_S='") + t + "' is not a positive number of seconds");
     timeout_s_ = v;
   }
+  set_nccl_start_defaults();
   CHECK_NCCL(ncclCommInitRank(&comm_, size, id, rank));
 }
 
