@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-# The Python module (python/) builds for Debian's /usr/bin/python3 with its packages (numpy, scipy, pytest).
+# The Python module (python/) builds for Debian's /usr/bin/python3 with its packages (numpy, scipy, pytest;
+# matplotlib for result.plot()).
 for p in cmake ninja-build g++ libeigen3-dev libboost-program-options-dev libgtest-dev googletest zlib1g-dev libdeflate-dev ccache \
-         python3-dev pybind11-dev python3-numpy python3-scipy python3-pytest; do
+         python3-dev pybind11-dev python3-numpy python3-scipy python3-pytest python3-matplotlib; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
