@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The Python module on a GPU machine, for that machine's python3 (which holds CuPy and PyTorch): module.cpp
+# compiled there and linked with the static libraries built here (carried under build/: spcg_solver,
+# spcg_kernels, spcg_sparse, and libdeflate.a / libz.a under build/python-link/), then python/tests with the
+# device tests, then python/bench/bench_python.py's rows.
+#   scripts/device_python.sh OUTDIR [tests|bench|all]        (PYTHON: the interpreter, default python3)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scripts/device_python.sh OUTDIR [tests|bench|all]}"
+what="${2:-all}"
+mkdir -p "$out"
+py="${PYTHON:-python3}"
+export NCCL_NVLS_ENABLE=0
+dir=build-device-python/python
+mkdir -p "$dir/spcg"
+cp python/spcg/*.py "$dir/spcg/"
+suffix=$("$py" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+# shellcheck disable=SC2046
+g++ -O2 -std=c++17 -shared -fPIC $("$py" -m pybind11 --includes) -I. -Isolver/include -DSPCG_PROJECT_VERSION=\"device\" \
+  python/src/module.cpp -o "$dir/spcg/_spcg$suffix" \
+  -Wl,--start-group build/solver/libspcg_solver.a build/kernels/libspcg_kernels.a build/sparse/libspcg_sparse.a \
+  build/python-link/libdeflate.a build/python-link/libz.a -Wl,--end-group \
+  -L"$cuda/lib64" -L"$cuda/lib64/stubs" -lcudart_static -ldl -lrt -lpthread > "$out/build.log" 2>&1
+echo "module build: rc=$? ($("$py" --version 2>&1))" | tee -a "$out/summary.txt"
+export PYTHONPATH="$PWD/$dir"
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  "$py" -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1
+  echo "pytest: rc=$? $(tail -1 "$out/pytest.log")" | tee -a "$out/summary.txt"
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  md="${SPCG_MATRIX_DIR:-.devdata/matrices}/spd"
+  "$py" python/bench/bench_python.py --matrices "$md" --only import,fv1,solver,cg --files 'nos*' --runs 5 \
+    --out "$out/bench_python.json" > "$out/bench_python.txt" 2>&1
+  echo "bench_python: rc=$?" | tee -a "$out/summary.txt"
+fi
