@@ -16,8 +16,11 @@ mkdir -p "$dir/spcg"
 cp python/spcg/*.py "$dir/spcg/"
 suffix=$("$py" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 cuda=$(dirname "$(dirname "$(command -v nvcc)")")
-# shellcheck disable=SC2046
-g++ -O2 -std=c++17 -shared -fPIC $("$py" -m pybind11 --includes) -I. -Isolver/include -DSPCG_PROJECT_VERSION=\"device\" \
+# pybind11's headers: the interpreter's own package, else the ones carried in build/python-link/include
+includes=$("$py" -m pybind11 --includes 2>/dev/null) ||
+  includes="-I$("$py" -c "import sysconfig; print(sysconfig.get_paths()['include'])") -Ibuild/python-link/include"
+# shellcheck disable=SC2086
+g++ -O2 -std=c++17 -shared -fPIC $includes -I. -Isolver/include -DSPCG_PROJECT_VERSION=\"device\" \
   python/src/module.cpp -o "$dir/spcg/_spcg$suffix" \
   -Wl,--start-group build/solver/libspcg_solver.a build/kernels/libspcg_kernels.a build/sparse/libspcg_sparse.a \
   build/python-link/libdeflate.a build/python-link/libz.a -Wl,--end-group \
