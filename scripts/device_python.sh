@@ -33,7 +33,11 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   md="${SPCG_MATRIX_DIR:-.devdata/matrices}/spd"
-  "$py" python/bench/bench_python.py --matrices "$md" --only import,fv1,solver,cg --files 'nos*' --runs 5 \
-    --out "$out/bench_python.json" > "$out/bench_python.txt" 2>&1
+  # every SPD file's cg row (60 s a comparison at most), then the 147 MB read (once each: SciPy's takes long)
+  timeout "${SPCG_BENCH_S:-300}" "$py" python/bench/bench_python.py --matrices "$md" --only import,fv1,solver,cg --runs 5 \
+    --timeout 60 --out "$out/bench_python.json" > "$out/bench_python.txt" 2>&1
   echo "bench_python: rc=$?" | tee -a "$out/summary.txt"
+  timeout "${SPCG_MMREAD_S:-150}" "$py" python/bench/bench_python.py --only mmread --mmread-runs 1 \
+    --out "$out/bench_mmread.json" > "$out/bench_mmread.txt" 2>&1
+  echo "bench_python mmread: rc=$?" | tee -a "$out/summary.txt"
 fi
