@@ -430,16 +430,19 @@ def main():
     if "import" in only:
         plan.append(("import", {}))
     rows = []
-    for kind, spec in plan:
-        print(f"... {kind} {spec.get('case', spec.get('path', spec.get('n', '')))}", file=sys.stderr, flush=True)
-        rows.append(spawn(kind, spec, args))
     spcg = import_spcg()
     report = {"spcg": spcg.__version__, "python": sys.version.split()[0], "runs": args.runs, "rtol": args.rtol,
               "when": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+    for kind, spec in plan:
+        print(f"... {kind} {spec.get('case', spec.get('path', spec.get('n', '')))}", file=sys.stderr, flush=True)
+        rows.append(spawn(kind, spec, args))
+        # each row as it comes, and the JSON so far: a run cut short by a time limit keeps what it measured
+        print("    " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(report, f, indent=1)
     print(table(rows))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=1)
         print(f"wrote {args.out}")
     return 0
 
