@@ -18,7 +18,7 @@ double* ReductionPolicy::step_totals(int k) {
 
 void ReductionPolicy::finish_step(KernelTimer& t, MultiCgStep step, int k, CgScalars* scalars, cudaStream_t s) {
   if (!ranks_) return;
-  const int values = step == MultiCgStep::pq ? k : 2 * k;  // p'q; or rr and rz
+  const int values = rank_totals_per_column(step) * k;  // p'q or the PCG's r'z; or rr and rz
   t.run("sum over ranks", 0.0, [&] {
     ranks_->allreduce_sum(step_totals(k), static_cast<size_t>(values), s);
     launch_multi_cg_finish(step, k, step_totals(k), scalars, s);

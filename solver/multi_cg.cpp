@@ -15,33 +15,40 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   const int64_t n = A.rows();
   const cudaStream_t s = e.stream();
   KernelTimer& timer = e.timer();
+  ReductionPolicy& sums = e.reductions();
   M.reserve(k);
   const double spmm_bytes = A.bytes_per_apply(k), precond_bytes = M.bytes_per_apply(k), nk = double(n) * k;
   DeviceArray<double> R(n * k, "pcg residual"), P(n * k, "pcg directions"), Q(n * k, "pcg A*P"), Z(n * k, "pcg M^-1 R");
   ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
   IterationEngine::Recurrences rec = e.recurrences(k, first_column);
   CgScalars* sc = rec.scalars.data();
+  double* totals = sums.step_totals(k);  // null on one GPU: each step's kernel finishes its sums itself
   timer.run("residual", spmm_bytes + 16.0 * nk, [&] {  // R = B - A X
-    CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
+    if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
     A.apply(-1.0, X, 1.0, R.data(), k, s);
   });
   e.result().operator_applies += 1, e.result().operator_columns += k;
   timer.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });  // Z = M^-1 R
-  timer.run("cg-start", 24.0 * nk, [&] { launch_pcg_start(n, k, R.data(), Z.data(), P.data(), sc, ws, s); });
+  timer.run("cg-start", 24.0 * nk, [&] { launch_pcg_start(n, k, R.data(), Z.data(), P.data(), sc, ws, s, totals); });
+  sums.finish_step(timer, MultiCgStep::pcg_start, k, sc, s);  // p = z; rr, rz
+  double* pq = sums.dot_target(&sc->pq);  // k = 1: where p'q goes
   e.run(rec, [&](KernelTimer& t) {
     if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
       bool fused_dot = true;
-      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(A, P.data(), Q.data(), ws.sink(&sc->pq), s); });
-      if (!fused_dot) t.run("dot", 16.0 * nk, [&] { launch_dot(P.data(), Q.data(), n, ws, &sc->pq, s); });
+      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(A, P.data(), Q.data(), ws.sink(pq), s); });
+      if (!fused_dot) t.run("dot", 16.0 * nk, [&] { launch_dot(P.data(), Q.data(), n, ws, pq, s); });
     } else {
-      t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });             // Q = A P
-      t.run("dot", 16.0 * nk, [&] { launch_multi_cg_pq(n, k, P.data(), Q.data(), sc, ws, s); });  // p_j'q_j
+      t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });                     // Q = A P
+      t.run("dot", 16.0 * nk, [&] { launch_multi_cg_pq(n, k, P.data(), Q.data(), sc, ws, s, totals); });  // p_j'q_j
     }
+    sums.finish_step(t, MultiCgStep::pq, k, sc, s);
     t.run("update-xr", 48.0 * nk, [&] {  // a_j = rz_j / p_j'q_j; x_j += a_j p_j; r_j -= a_j q_j; rr_j
-      launch_pcg_update_xr(n, k, X, R.data(), P.data(), Q.data(), sc, ws, s);
+      launch_pcg_update_xr(n, k, X, R.data(), P.data(), Q.data(), sc, ws, s, totals);
     });
-    t.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });                 // Z = M^-1 R
-    t.run("rz", 16.0 * nk, [&] { launch_pcg_rz(n, k, R.data(), Z.data(), sc, ws, s); });          // b_j = rz_new / rz
+    sums.finish_step(t, MultiCgStep::pcg_update_xr, k, sc, s);
+    t.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });                        // Z = M^-1 R
+    t.run("rz", 16.0 * nk, [&] { launch_pcg_rz(n, k, R.data(), Z.data(), sc, ws, s, totals); });          // b_j = rz_new / rz
+    sums.finish_step(t, MultiCgStep::pcg_rz, k, sc, s);
     t.run("update-p", 24.0 * nk, [&] {  // p_j = z_j + b_j p_j
       if (k == 1) launch_cg_update_p(n, P.data(), Z.data(), sc, s);
       else launch_multi_cg_update_p(n, k, P.data(), Z.data(), sc, s);

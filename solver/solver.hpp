@@ -36,7 +36,7 @@ SolveResult solve(SolverKind solver, const LinearOperator& A, const Precondition
 // The fused recurrences on the engine (solver/multi_cg.cpp), k columns of B and X (n x k row-major) for the
 // monitor's columns first_column..: Jacobi-preconditioned (dinv: the inverse diagonal) or plain CG, with the
 // engine's reductions (summed over the ranks on several GPUs); and PCG with a general preconditioner M applied
-// between the fused steps (one GPU).
+// between the fused steps, its sums through the same reductions (M's applies are collective where A's are).
 void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* dinv, const double* B, double* X, int k,
                     int first_column);
 void pcg_general(IterationEngine& e, const LinearOperator& A, const PreconditionerOp& M, const double* B, double* X,

@@ -41,6 +41,18 @@ __device__ bool column_step(const CgScalars& c, double* alpha) {
   return ok;
 }
 
+// The general PCG's r'z: beta = rz_new / rz, or the column stops when r'M^-1 r <= 0 (M not positive definite).
+__device__ void rz_column(CgScalars* c, double rz) {
+  if (c->done) return;
+  if (!(rz > 0)) {
+    c->status = isfinite(rz) ? kPrecondNotPositive : kNonFinite;
+    c->done = 1;
+    return;
+  }
+  c->beta = rz / c->rz;
+  c->rz = rz;
+}
+
 __device__ void update_column(CgScalars* c, bool stepped, double rr, double rz, bool keep_rz) {
   if (c->done) return;
   if (!stepped) {  // p'Ap <= 0 (not SPD) or NaN: stopped, never updated with it
@@ -110,9 +122,9 @@ __global__ void cg_update_xr_kernel(int64_t n, double* __restrict__ x, double* _
   }
 }
 
-// r.z for one recurrence, then beta = rz_new / rz (or the status when r'M^-1 r <= 0).
+// r.z for one recurrence, then beta = rz_new / rz (or the status when r'M^-1 r <= 0). rank_sums: the total there.
 __global__ void pcg_rz1_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
-                               double* partials, unsigned* counter) {
+                               double* partials, unsigned* counter, double* rank_sums) {
   if (*(volatile int*)&s->done) return;
   constexpr int U = VectorTuning::unroll;
   double v[1] = {0}, rv[U], zv[U];
@@ -120,13 +132,8 @@ __global__ void pcg_rz1_kernel(int64_t n, const double* __restrict__ r, const do
                         [&](int64_t, int u) { v[0] += rv[u] * zv[u]; });
   double out[1];
   if (multi_epilogue<1>(partials, counter, v, out) && threadIdx.x == 0) {
-    if (!(out[0] > 0)) {  // r' M^-1 r <= 0 for r != 0: M is not positive definite
-      s->status = isfinite(out[0]) ? kPrecondNotPositive : kNonFinite;
-      s->done = 1;
-      return;
-    }
-    s->beta = out[0] / s->rz;
-    s->rz = out[0];
+    if (rank_sums) rank_sums[0] = out[0];
+    else rz_column(s, out[0]);
   }
 }
 
@@ -211,26 +218,26 @@ __global__ void multi_cg_update_xr_kernel(int64_t n, int k, double* __restrict__
   if (threadIdx.x == 0) *counter = 0;
 }
 
-// The columns' tails of one step from totals summed over the ranks (sums: pq in [0, k), or rr in [0, k) and
-// rz in [k, 2k)). The scalars are those every rank holds, so every rank decides alike.
-__global__ void multi_cg_finish_kernel(int step, int k, const double* __restrict__ sums, CgScalars* s, bool z_given) {
+// The columns' tails of one step from totals summed over the ranks (sums: pq or the general PCG's rz in [0, k),
+// or rr in [0, k) and rz in [k, 2k)), as the step's last block finishes them on one GPU. The scalars are those
+// every rank holds, so every rank decides alike.
+__global__ void multi_cg_finish_kernel(MultiCgStep step, int k, const double* __restrict__ sums, CgScalars* s) {
   const int j = threadIdx.x;
   if (j >= k) return;
   CgScalars* c = s + j;
+  double alpha;
   switch (step) {
-    case 0: start_column(c, sums[j], sums[k + j], z_given); break;
-    case 1: if (!c->done) c->pq = sums[j]; break;
-    case 2: {
-      double alpha;
-      const bool stepped = column_step(*c, &alpha);
-      update_column(c, stepped, sums[j], sums[k + j], false);
-      break;
-    }
+    case MultiCgStep::start: start_column(c, sums[j], sums[k + j], false); break;
+    case MultiCgStep::pcg_start: start_column(c, sums[j], sums[k + j], true); break;  // z = M^-1 r given
+    case MultiCgStep::pq: if (!c->done) c->pq = sums[j]; break;
+    case MultiCgStep::update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], false); break;
+    case MultiCgStep::pcg_update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], true); break;
+    case MultiCgStep::pcg_rz: rz_column(c, sums[j]); break;
   }
 }
 
 __global__ void pcg_rz_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ z, CgScalars* s,
-                              double* partials, unsigned* counter) {
+                              double* partials, unsigned* counter, double* rank_sums) {
   extern __shared__ double smem[];
   __shared__ double out[VectorTuning::max_width];
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
@@ -238,16 +245,8 @@ __global__ void pcg_rz_kernel(int64_t n, int k, const double* __restrict__ r, co
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) v += r[t] * z[t];
   smem[threadIdx.x] = v;
   if (!column_epilogue<VectorTuning::max_width>(partials, counter, k, smem, out) || threadIdx.x >= k) return;
-  CgScalars* c = s + threadIdx.x;
-  if (c->done) return;
-  const double rz = out[threadIdx.x];
-  if (!(rz > 0)) {  // r' M^-1 r <= 0 for r != 0: M is not positive definite
-    c->status = isfinite(rz) ? kPrecondNotPositive : kNonFinite;
-    c->done = 1;
-    return;
-  }
-  c->beta = rz / c->rz;
-  c->rz = rz;
+  if (rank_sums) rank_sums[threadIdx.x] = out[threadIdx.x];
+  else rz_column(s + threadIdx.x, out[threadIdx.x]);
 }
 
 __global__ void multi_cg_update_p_kernel(int64_t n, int k, double* __restrict__ p, const double* __restrict__ z,
@@ -311,48 +310,48 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
 }
 
 void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* sc, cudaStream_t stream) {
-  multi_cg_finish_kernel<<<1, std::max(32, k), 0, stream>>>(static_cast<int>(step), k, sums, sc, false);
+  multi_cg_finish_kernel<<<1, std::max(32, k), 0, stream>>>(step, k, sums, sc);
   CHECK_LAUNCH("multi-cg-finish");
 }
 
 void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
-                      const ReductionWorkspace& ws, cudaStream_t stream) {
+                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, r, nullptr, const_cast<double*>(z), p, sc, const_cast<double*>(ws.partials.data()),
-      const_cast<unsigned*>(ws.counter.data()), true, nullptr);
+      const_cast<unsigned*>(ws.counter.data()), true, rank_sums);
   CHECK_LAUNCH("pcg-start");
 }
 
 void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* sc,
-                          const ReductionWorkspace& ws, cudaStream_t stream) {
+                          const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
   if (k == 1) {  // the one-vector kernel: its final reduction runs on the whole last block
     const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
     cg_update_xr_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(
         n, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
-        const_cast<unsigned*>(ws.counter.data()), true, nullptr);
+        const_cast<unsigned*>(ws.counter.data()), true, rank_sums);
     CHECK_LAUNCH("pcg-update-xr");
     return;
   }
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_update_xr_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, x, r, p, q, nullptr, nullptr, sc, const_cast<double*>(ws.partials.data()),
-      const_cast<unsigned*>(ws.counter.data()), true, nullptr);
+      const_cast<unsigned*>(ws.counter.data()), true, rank_sums);
   CHECK_LAUNCH("pcg-update-xr");
 }
 
 void launch_pcg_rz(int64_t n, int k, const double* r, const double* z, CgScalars* sc, const ReductionWorkspace& ws,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, double* rank_sums) {
   if (k == 1) {
     const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
     pcg_rz1_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, z, sc, const_cast<double*>(ws.partials.data()),
-                                                                 const_cast<unsigned*>(ws.counter.data()));
+                                                                 const_cast<unsigned*>(ws.counter.data()), rank_sums);
     CHECK_LAUNCH("pcg-rz");
     return;
   }
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   pcg_rz_kernel<<<blocks, threads, threads * sizeof(double), stream>>>(
-      n, k, r, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()));
+      n, k, r, z, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), rank_sums);
   CHECK_LAUNCH("pcg-rz");
 }
 

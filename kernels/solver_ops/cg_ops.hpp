@@ -53,20 +53,28 @@ void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgSc
 void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
                                const double* dinv, double* z, CgScalars* s, const ReductionWorkspace& ws,
                                cudaStream_t stream, double* rank_sums = nullptr);
-enum class MultiCgStep { start = 0, pq = 1, update_xr = 2 };
+// The steps whose totals cross the ranks: multi-cg's (start, pq, update-xr) and the general PCG's (its start with z
+// given, its update-xr that keeps rz, its r'z).
+enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_start = 3, pcg_update_xr = 4, pcg_rz = 5 };
+// Totals a step's kernel writes per column on several GPUs: p'q and r'z one; rr and rz two.
+constexpr int rank_totals_per_column(MultiCgStep step) {
+  return step == MultiCgStep::pq || step == MultiCgStep::pcg_rz ? 1 : 2;
+}
 void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* s, cudaStream_t stream);
 void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
 
 // PCG with a general preconditioner, k recurrences (k = 1: cg): the caller applies z = M^-1 r between
 // update_xr and rz, so any preconditioner (a polynomial, a V-cycle) fits between the fused steps.
+// rank_sums (several GPUs): as the multi-cg steps', finished by launch_multi_cg_finish(pcg_start / pcg_update_xr /
+// pcg_rz, k, ...) after the sum over the ranks.
 // start: p = z; rr = r.r, rz = r.z per column; a column with rz <= 0 (and rr above its tolerance) stops.
 void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* s,
-                      const ReductionWorkspace& ws, cudaStream_t stream);
+                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
 // alpha = rz / pq; x += alpha p; r -= alpha q; rr reduced; iteration += 1 and the status by rr (rz kept).
 void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* s,
-                          const ReductionWorkspace& ws, cudaStream_t stream);
+                          const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
 // rz_new = r.z per running column; beta = rz_new / rz, rz = rz_new; rz_new <= 0 stops the column.
 void launch_pcg_rz(int64_t n, int k, const double* r, const double* z, CgScalars* s, const ReductionWorkspace& ws,
-                   cudaStream_t stream);
+                   cudaStream_t stream, double* rank_sums = nullptr);
 
 }  // namespace spcg
