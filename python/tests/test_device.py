@@ -386,3 +386,20 @@ def test_another_device_is_refused(cp, csp, poisson):
     solver = spcg.Solver(csp.csr_matrix(poisson))
     with pytest.raises(spcg.UsageError, match=f"device {other}"):
         solver.solve(b_other)
+
+
+def test_cupy_fingerprint_kernel_is_numpys_hash(cp, monkeypatch):
+    # the fused CuPy kernel (one pass a chunk) gives the generic path's sums: int32 indices widened, float64 bits,
+    # several chunks (a small chunk here), an empty array; and any single changed entry changes it
+    from spcg import _device
+
+    rng = np.random.default_rng(5)
+    idx = rng.integers(0, 1 << 31, size=10007, dtype=np.int32)
+    data = rng.standard_normal(10007)
+    ref = _device.fingerprint((idx, data, data[:0]), _device._NumpyOps)
+    monkeypatch.setattr(_device, "_CUPY_CHUNK", 1000)
+    got = _device.fingerprint((cp.asarray(idx), cp.asarray(data), cp.asarray(data[:0])), _device._CupyOps)
+    assert got == ref
+    changed = data.copy()
+    changed[9999] = np.nextafter(changed[9999], np.inf)
+    assert _device.fingerprint((cp.asarray(idx), cp.asarray(changed), cp.asarray(data[:0])), _device._CupyOps) != ref
