@@ -93,15 +93,14 @@ double setup_total_ms(const std::vector<Phase>& phases) {
 // --verify also solves with Eigen's CG and compares the solutions, up to this many rows.
 constexpr int32_t kEigenComparisonMaxRows = 200000;
 
-// The CLI's default preconditioner: auto, which picks one from the matrix and prints why. The library's
-// SolverOptions keeps none: a program names its preconditioner, and auto's trial adds setup time it may not
-// want. Where auto cannot run, the default is what can: on several GPUs (auto is not distributed) jacobi; with
-// --force none (auto's choice takes the SPD checks --force skips as passed: on the host backend it is Jacobi,
-// which refuses a non-positive diagonal).
-Preconditioner default_preconditioner(bool as_ranks, bool force) {
-  static_assert(runs_on_several_gpus(Preconditioner::jacobi));
-  if (force) return Preconditioner::none;
-  return as_ranks ? Preconditioner::jacobi : Preconditioner::automatic;
+// The CLI's default preconditioner: auto, which picks one from the matrix and prints why, on one GPU and on
+// several (where it chooses among the distributed ones). The library's SolverOptions keeps none: a program
+// names its preconditioner, and auto's trial adds setup time it may not want. Where auto cannot run, the
+// default is what can: with --force none (auto's choice takes the SPD checks --force skips as passed: on the
+// host backend it is Jacobi, which refuses a non-positive diagonal).
+Preconditioner default_preconditioner(bool force) {
+  static_assert(runs_on_several_gpus(Preconditioner::automatic));
+  return force ? Preconditioner::none : Preconditioner::automatic;
 }
 
 // Everything `spcg solve` was asked, checked and typed.
@@ -116,6 +115,7 @@ struct SolveCommand {
   int threads = 0;       // reader threads (0: all cores)
   bool verify = false;
   int gpus = 1;            // ranks, one GPU each (--gpus); mpirun / srun set them instead
+  int repeat = 1;          // solves of the same system on the one setup (--repeat)
   std::string rendezvous;  // MPI ranks: the file where rank 0 leaves the NCCL id
 };
 
@@ -155,19 +155,20 @@ po::typed_value<std::string>* enum_value(E library_default) {
   return po::value<std::string>()->default_value(name_of(library_default));
 }
 
-// The names of the values of E that run on several GPUs ("none or jacobi"), from the library's capabilities.
+// The names of the values of E that run on several GPUs ("none, jacobi, ... or auto"), from the library's
+// capabilities; but_auto: without auto (what auto chooses among).
 template <class E>
-std::string several_gpus_names() {
+std::string several_gpus_names(bool but_auto = false) {
   std::vector<const char*> names;
   for (const auto& [v, n] : OptionNames<E>::list)
-    if (runs_on_several_gpus(v)) names.push_back(n);
+    if (runs_on_several_gpus(v) && !(but_auto && std::string_view(n) == "auto")) names.push_back(n);
   std::string s;
   for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
   return s;
 }
 
 // Returns nullopt after printing the help. as_ranks: this process is (or launches) ranks of a solve on several
-// GPUs, where the default preconditioner is one that runs there.
+// GPUs (where --device is refused).
 std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& args, bool as_ranks) {
   // Every default the help shows is the library's own (SolverOptions{}, PreconditionerOptions{}, ReadOptions{}),
   // but the CLI's: the matrix, --rhs, --nrhs, --seed, --precond (auto), --monitor.
@@ -177,8 +178,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   const std::string persistent_help = choices<Switch>() + ": CG in one cooperative launch for small systems (kernel auto, n <= " +
                                       std::to_string(persistent_cg_max_rows()) + ")";
   const std::string precond_help =
-      choices<Preconditioner>() + "; auto: chosen from the matrix, with the reason (the default; on several GPUs " +
-      name_of(default_preconditioner(true, false)) + ", with --force " + name_of(default_preconditioner(false, true)) + ")";
+      choices<Preconditioner>() + "; auto: chosen from the matrix, with the reason (the default; on several GPUs among " +
+      several_gpus_names<Preconditioner>(/*but_auto=*/true) + "; with --force " + name_of(default_preconditioner(true)) + ")";
   const std::string rhs_help = std::string(kRhsKinds[0].second) + " | " + kRhsKinds[1].second +
                                " | FILE (Matrix Market array or coordinate; at most " + std::to_string(kMaxRhsColumns) + " columns)";
   po::options_description opts("spcg solve [MATRIX] [options]\noptions");
@@ -196,7 +197,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("maxit", po::value<int>()->default_value(it.stop.max_iterations), "maximum iterations")
       ("solver", enum_value(lib.solver), choices<SolverKind>().c_str())
       ("kernel", po::value<std::string>()->default_value(lib.kernel.name()), "auto or a registry kernel (see spcg bench spmv --list)")
-      ("precond", enum_value(default_preconditioner(false, false)), precond_help.c_str())
+      ("precond", enum_value(default_preconditioner(false)), precond_help.c_str())
       ("block-size", po::value<int>()->default_value(pc.block_size),
        "block-jacobi: b x b diagonal blocks, 1..8 (0: detect the node block structure)")
       ("cheb-degree", po::value<int>()->default_value(pc.chebyshev_degree),
@@ -242,6 +243,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
        "initialises that GPU alone")
       ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: spcg-<uid>/ in $TMPDIR or /tmp, named after the "
        "job; written owner-only, removed once every rank has read it)")
+      ("repeat", po::value<int>()->default_value(1),
+       "solve the same system N times on the one setup; the report gives the first solve and the later ones' median")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
   po::positional_options_description matrix_argument;  // spcg solve A.mtx
@@ -257,7 +260,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   SolveOptions& o = so.iteration;
   so.solver = option_value<SolverKind>(vm, "solver");
   const bool force = vm.count("force") > 0;
-  so.precond = vm["precond"].defaulted() ? default_preconditioner(as_ranks, force) : option_value<Preconditioner>(vm, "precond");
+  so.precond = vm["precond"].defaulted() ? default_preconditioner(force) : option_value<Preconditioner>(vm, "precond");
   PreconditionerOptions& po_ = so.precond_options;
   po_.block_size = vm["block-size"].as<int>();
   po_.chebyshev_degree = vm["cheb-degree"].as<int>();
@@ -301,6 +304,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   c.gpus = vm["gpus"].as<int>();
   if (c.gpus < 1 || c.gpus > 1024) throw UsageError("--gpus must be between 1 and 1024");
   if (vm["device"].as<int>() < 0) throw UsageError("--device must be >= 0");
+  c.repeat = vm["repeat"].as<int>();
+  if (c.repeat < 1 || c.repeat > 10000) throw UsageError("--repeat must be between 1 and 10000");
   if (!vm["device"].defaulted() && (c.gpus > 1 || as_ranks))
     throw UsageError("--device picks the GPU of a one-GPU solve; ranks take one GPU each");
   if (vm.count("rendezvous")) c.rendezvous = vm["rendezvous"].as<std::string>();
@@ -518,18 +523,28 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     if (so.precond == Preconditioner::automatic) rep.precond = std::string("auto -> ") + name_of(pr->kind);
   }
   DenseBlock x;  // the solution (this rank's rows) on the host
-  if (b_rows) {
-    x = x0_rows ? std::move(*x0_rows) : DenseBlock(solver.rows(), k, 0.0);
-    rep.result = solver.solve(*b_rows, x);
-  } else {
-    rep.result = solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
-  }
+  auto solve_once = [&] {
+    if (b_rows) {
+      x = x0_rows ? *x0_rows : DenseBlock(solver.rows(), k, 0.0);
+      return solver.solve(*b_rows, x);
+    }
+    return solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
+  };
+  rep.result = solve_once();
+  // --repeat: the same system again on the kept setup (and a rank's connections): what a time-stepping user pays
+  // per solve, reported beside the first solve's
+  std::vector<double> later_ms;
+  for (int i = 1; i < c.repeat; ++i) later_ms.push_back(solve_once().solve_ms);
   if (so.backend == Backend::gpu) {
     // the CSR in host memory to the first iteration (the right-hand sides in place included)
     rep.phases.push_back({"vectors", rep.result.vectors_ms});
     rep.phases.push_back({std::string(kSetupTotal), setup_total_ms(solver.setup_phases()) + rep.result.vectors_ms});
   }
   rep.phases.push_back({"solve", rep.result.solve_ms});
+  if (!later_ms.empty()) {
+    std::sort(later_ms.begin(), later_ms.end());
+    rep.phases.push_back({"solve again (median of " + std::to_string(later_ms.size()) + ")", later_ms[later_ms.size() / 2]});
+  }
 
   if (ranks) {  // the ranks' figures, summed into rank 0's report
     const CommunicationStats st = communication_stats(*comm);

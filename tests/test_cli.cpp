@@ -230,6 +230,7 @@ TEST(Cli, SolveOptionChecksAreOneLineUsageErrors) {
   expect_one_line("solve --gpus 0" + host, 2, "--gpus must be between 1 and 1024");
   expect_one_line("solve --gpus 1025" + host, 2, "--gpus must be between 1 and 1024");
   expect_one_line("solve --device -1" + host, 2, "--device must be >= 0");
+  expect_one_line("solve --repeat 0" + host, 2, "--repeat must be between 1 and 10000");
   expect_one_line("solve --device 0 --gpus 2" + host, 2, "--device picks the GPU of a one-GPU solve");
   {  // a GPU past the visible ones, refused before CUDA starts
     const Outcome o = shell(spcg_with("CUDA_VISIBLE_DEVICES=0") + " solve --device 1" + host);
@@ -781,9 +782,10 @@ TEST(Cli, RankEnvironmentErrorsAreUsageErrors) {
   o = shell(mpi + "--gpus 3");
   EXPECT_EQ(o.code, 2) << o.output;
   EXPECT_NE(o.output.find("rank 1 of 2: --gpus 3, but Open MPI (OMPI_COMM_WORLD_*) started 2 ranks"), std::string::npos) << o.output;
-  o = shell(mpi + "--precond chebyshev");
+  o = shell(mpi + "--precond amg");
   EXPECT_EQ(o.code, 2) << o.output;
-  EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the preconditioner is none or jacobi (chebyshev is not distributed)"), std::string::npos)
+  EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the preconditioner is none, jacobi, block-jacobi, chebyshev or auto (amg is not distributed)"),
+            std::string::npos)
       << o.output;
   o = shell(mpi + "--backend host");
   EXPECT_EQ(o.code, 2) << o.output;
@@ -840,7 +842,8 @@ TEST(Cli, RankWithoutGpuFailsCleanly) {
 // starts them (its variables) solves and reports per rank; two ranks forced onto one GPU fail in NCCL's start
 // and the launcher ends the job with one line naming the rank and a non-zero status, no hang.
 TEST(Cli, SeveralGpus) {
-  expect("solve --generate poisson2d:8 --gpus 2 --precond amg", 2, "on several GPUs the preconditioner is none or jacobi (amg is not distributed)");
+  expect("solve --generate poisson2d:8 --gpus 2 --precond amg", 2,
+         "on several GPUs the preconditioner is none, jacobi, block-jacobi, chebyshev or auto (amg is not distributed)");
   expect("solve --generate poisson2d:8 --gpus 2 --kernel csr-vector", 2, "on several GPUs the kernel is auto");
   expect("solve --generate poisson2d:8 --gpus 0", 2, "--gpus must be between 1 and 1024");
   expect("solve --generate poisson2d:8 --gpus 2 --tol -1", 2, "--tol and --atol must be finite");  // checked once, by the launcher
@@ -1017,6 +1020,20 @@ TEST(Cli, GpuDeterministicChecksumRepeats) {
   ASSERT_EQ(sum.size(), 16u) << a.output;
   EXPECT_EQ(after(b.output, "checksum of x (FNV-1a over the bits): "), sum);
   EXPECT_EQ(fnv1a(spcg::read_dense_matrix_market(xout).block), sum);
+}
+
+// --repeat solves the same system again on the one setup: the report keeps the first solve and adds the later
+// ones' median, and the answer is still the system's (checked on the host).
+TEST(Cli, RepeatReportsTheLaterSolvesApart) {
+  TempDir dir;
+  const std::string x = dir.file("x.mtx");
+  const Outcome o = run("solve --generate poisson2d:30 --backend host --precond jacobi --tol 1e-10 --repeat 3 --output " + x);
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_NE(o.output.find("solve again (median of 2)"), std::string::npos) << o.output;
+  const spcg::CsrMatrix a = spcg::generate("poisson2d:30");
+  const spcg::DenseBlock sol = spcg::read_dense_matrix_market(x).block;
+  const std::vector<double> rel = spcg::relative_residuals(a, sol, spcg::DenseBlock(a.rows, 1, 1.0));
+  EXPECT_LT(rel[0], 1e-9);
 }
 
 // A rank (our launcher's variables, one rank) solving from a file with --rhs FILE and --x0: x written whole by
