@@ -64,7 +64,7 @@ class AmgPreconditioner final : public PreconditionerOp {
 };
 
 AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in)
-    : PreconditionerOp(in.op.rows()) {
+    : PreconditionerOp(in.product.rows()) {
   if (o.smoother_degree < 1 || o.smoother_degree > 16) throw UsageError("amg: the smoother degree must be 1..16");
   if (o.coarse_rows < 1 || o.coarse_rows > kMaxDenseRows)
     throw UsageError("amg: the coarsest level's size must be 1.." + std::to_string(kMaxDenseRows) + " rows");
@@ -101,8 +101,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   levels_.reserve(static_cast<size_t>(std::max(1, o.max_levels)) + 1);  // Level& stays valid while levels are added
   levels_.emplace_back();
   levels_[0].a = in.matrix.device_csr();
-  levels_[0].op = &in.op;
-  if (level_options.columnwise && level_options.expected_k > 1 && in.op.rows() > o.coarse_rows) {
+  levels_[0].op = &in.product;
+  if (level_options.columnwise && level_options.expected_k > 1 && in.product.rows() > o.coarse_rows) {
     levels_[0].owned = make_operator("auto", in.matrix, level_options);
     levels_[0].op = levels_[0].owned.get();
   }

@@ -1,6 +1,7 @@
 // What runs on several GPUs, and the one refusal for what does not (declared in spcg/solve_types.hpp and
 // spcg/spcg.hpp; the iteration engine asks require_distributed for the preconditioner object it is handed).
 #include <string>
+#include <vector>
 
 #include "solver/iteration_engine.hpp"
 #include "solver/preconditioner.hpp"
@@ -9,9 +10,25 @@
 
 namespace spcg {
 
+namespace {
+
+// "none, jacobi, ... or auto": the values of E that run on several GPUs, in the order of its names.
+template <class E>
+std::string distributed_names() {
+  std::vector<const char*> names;
+  for (const auto& [v, n] : OptionNames<E>::list)
+    if (runs_on_several_gpus(v)) names.push_back(n);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return s;
+}
+
+}  // namespace
+
 std::string several_gpus_refusal(Preconditioner p) {
   if (runs_on_several_gpus(p)) return {};
-  return std::string("on several GPUs the preconditioner is none or jacobi (") + name_of(p) + " is not distributed)";
+  return "on several GPUs the preconditioner is " + distributed_names<Preconditioner>() + " (" + name_of(p) +
+         " is not distributed)";
 }
 
 std::string several_gpus_refusal(VectorOps v) {
@@ -31,10 +48,8 @@ std::string several_gpus_refusal(const SolverOptions& o) {
 void require_distributed(IterationEngine& e, const PreconditionerOp* M) {
   if (!e.reductions().over_ranks()) return;
   std::string why = several_gpus_refusal(e.options().vector_ops);
-  if (why.empty() && M && !M->inverse_diagonal()) {  // a preconditioner applied between the fused steps
-    why = several_gpus_refusal(M->report().kind);
-    if (why.empty()) why = "on several GPUs the preconditioner is none or jacobi (this one is not distributed)";
-  }
+  // a preconditioner applied between the fused steps: its kind must be distributed (its applies then span the ranks)
+  if (why.empty() && M && !M->inverse_diagonal()) why = several_gpus_refusal(M->report().kind);
   if (!why.empty()) throw UsageError(why);
 }
 

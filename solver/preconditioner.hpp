@@ -2,6 +2,9 @@
 // M^-1 for the solvers: one interface for every preconditioner, as LinearOperator is for every kernel. cg,
 // multi-cg and block-cg call apply() on n x k blocks and never know which preconditioner it is; Jacobi also
 // hands out its inverse diagonal, which the fused solver kernels apply in the same pass as their updates.
+// On several GPUs a preconditioner works on the rank's rows: Jacobi and block-Jacobi from the rank's diagonal
+// block alone (their applies are local), Chebyshev through the distributed product (its applies are collective,
+// as A's are) with the rank's inverse diagonal; AMG is not distributed (runs_on_several_gpus, solve_types.hpp).
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -42,16 +45,21 @@ class PreconditionerOp {
 // Jacobi from a host inverse diagonal (tests, the benchmark).
 std::unique_ptr<PreconditionerOp> make_jacobi(const std::vector<double>& inverse_diagonal);
 
-// What a preconditioner is built from: the matrix (its device CSR and statistics), A's operator (the fine
-// level's SpMV/SpMM), the options for the operators it builds itself (AMG's levels), and the matrix's name for
-// errors. The operator must outlive the preconditioner.
+// What a preconditioner is built from: this GPU's rows of A (their device CSR and statistics), A's product as
+// the solver applies it, the options for the operators it builds itself (AMG's levels), and the matrix's name
+// for errors. On one GPU the two are the whole matrix and its operator; on a rank of several, the rank's
+// diagonal block (where the diagonal and block-Jacobi's blocks come from) and the distributed operator, whose
+// applies and whose sums (ranks_of) span every rank. The product must outlive the preconditioner.
 struct PreconditionerInputs {
-  const MatrixSetup& matrix;
-  const LinearOperator& op;
+  const MatrixSetup& matrix;       // this GPU's rows: the whole matrix, or a rank's diagonal block (local columns)
+  const LinearOperator& product;   // y = A x over those rows: the solver's operator (collective on several GPUs)
   OperatorOptions operator_options;
   std::string matrix_name = "matrix";
   int expected_columns = 1;
   double rtol = 1e-8;  // auto: the tolerance its iteration estimate is for
+  // the index of matrix's first row in A (a rank's first row; 0 on one GPU): random vectors are the whole
+  // system's draws on any rank count, and block-Jacobi's blocks are aligned to A's rows, not the rank's
+  int64_t first_row = 0;
 };
 
 // The preconditioner `kind` (automatic resolves by choose_preconditioner), set up on the device; none gives
@@ -68,6 +76,13 @@ std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const
 // least amg_min_jacobi_iterations. Otherwise Jacobi, or none when the diagonal is constant (Jacobi would be a
 // scaling that changes no iterate). A Lanczos estimate of kappa could not separate the cases: after 20 steps
 // it saw kappa >= ~160 on every 3D problem, from 319 Jacobi-CG iterations to 1206.
+// On several GPUs the same measurements are the whole system's (the diagonal's span and the row count gathered
+// over the ranks, the trial run over them on the iteration engine), so every rank decides alike and as one GPU
+// would; where that is AMG, which is not distributed, Chebyshev instead (a prediction, not yet measured on
+// several GPUs): its polynomial in D^-1 A cuts Jacobi-CG's iterations, and with them the sums over the ranks that
+// each iteration waits for, at the price of degree - 1 more products whose exchanges overlap the local product.
+// Block-Jacobi is distributed but not auto's: applied between the fused steps, it adds a sum over the ranks to
+// every iteration (r'z on its own), and what it saves over Jacobi has not been measured.
 struct AutoPreconditionerRule {
   static constexpr int32_t min_rows_for_amg = 100000;
   // AMG where the trial predicts at least this many Jacobi-CG iterations. Measured (H100, 2026-11-25, commit a3da456, setup +
@@ -85,7 +100,7 @@ struct PreconditionerChoice {
   Preconditioner kind = Preconditioner::jacobi;
   std::string reason;
 };
-PreconditionerChoice choose_preconditioner(const MatrixSetup& matrix, const LinearOperator& op, double rtol);
+PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in);
 
 // The inverse diagonal on the device, checked: InputError naming the first row with a_ii <= 0.
 DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,

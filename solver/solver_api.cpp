@@ -171,7 +171,8 @@ struct Solver::Impl {
     const auto t_precond = std::chrono::steady_clock::now();
     {
       NvtxRange precond_range("preconditioner");
-      PreconditionerInputs in{matrix, local, oo, options.matrix_name, k, options.iteration.stop.rtol};
+      // this GPU's rows (a rank's diagonal block) and the product the solver applies (a rank's: the distributed one)
+      PreconditionerInputs in{matrix, *op, oo, options.matrix_name, k, options.iteration.stop.rtol, row_begin};
       precond = make_preconditioner(options.precond, options.precond_options, in);
     }
     const double precond_ms = ms_since(t_precond);

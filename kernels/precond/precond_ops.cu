@@ -25,13 +25,19 @@ __global__ void chebyshev_step_kernel(int64_t n, int k, const double* __restrict
   }
 }
 
+// Block g's rows: [first, first + m) of this GPU's (precond_ops.hpp: cut where a rank's rows begin or end).
+__device__ __forceinline__ int64_t block_first_row(int64_t g, int b, int offset) { return max(g * b - offset, int64_t{0}); }
+__device__ __forceinline__ int block_rows(int64_t g, int b, int offset, int64_t n) {
+  return static_cast<int>(min(g * b + b - offset, n) - block_first_row(g, b, offset));
+}
+
 __global__ void block_jacobi_setup_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
-                                          const double* __restrict__ v, int b, double* __restrict__ inverses,
-                                          int32_t* __restrict__ first_bad) {
+                                          const double* __restrict__ v, int b, int offset, int32_t blocks,
+                                          double* __restrict__ inverses, int32_t* __restrict__ first_bad) {
   const int32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  const int32_t first = g * b;
-  if (first >= n) return;
-  const int m = min(b, n - first);  // rows in this block
+  if (g >= blocks) return;
+  const int32_t first = static_cast<int32_t>(block_first_row(g, b, offset));
+  const int m = block_rows(g, b, offset, n);  // rows in this block
   constexpr int B = kBlockJacobiMaxSize;
   double a[B * B];
   for (int e = 0; e < B * B; ++e) a[e] = 0;
@@ -81,14 +87,14 @@ __global__ void block_jacobi_setup_kernel(int32_t n, const int32_t* __restrict__
   }
 }
 
-__global__ void block_jacobi_apply_kernel(int64_t n, int b, const double* __restrict__ inv, const double* __restrict__ r,
-                                          double* __restrict__ z, int k) {
+__global__ void block_jacobi_apply_kernel(int64_t n, int b, int offset, const double* __restrict__ inv,
+                                          const double* __restrict__ r, double* __restrict__ z, int k) {
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
     const int64_t i = t / k;
     const int j = static_cast<int>(t - i * k);
-    const int64_t g = i / b, first = g * b;
-    const int row = static_cast<int>(i - first), m = static_cast<int>(n - first < b ? n - first : int64_t{b});
+    const int64_t g = (i + offset) / b, first = block_first_row(g, b, offset);
+    const int row = static_cast<int>(i - first), m = block_rows(g, b, offset, n);
     const double* w = inv + g * b * b + int64_t{row} * b;
     double s = 0;
     for (int c = 0; c < m; ++c) s = fma(w[c], r[(first + c) * k + j], s);
@@ -97,16 +103,25 @@ __global__ void block_jacobi_apply_kernel(int64_t n, int b, const double* __rest
 }
 
 __global__ void node_block_check_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci, int b,
-                                        int* ok) {
+                                        int offset, double* failed) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const int32_t start = rp[i], len = rp[i + 1] - start;
-  bool good = len % b == 0;
-  for (int32_t p = 0; good && p < len; ++p) {
-    const int32_t c = ci[start + p], lead = ci[start + p - p % b];
-    good = lead % b == 0 && c == lead + p % b;
+  int32_t next = -1;  // the column the current run goes on with (-1: none open, the next entry starts one)
+  bool good = true;
+  for (int32_t p = rp[i]; good && p < rp[i + 1]; ++p) {
+    const int32_t c = ci[p];
+    const int place = (c + offset) % b;  // c's place in its node block
+    // a run starts at a node's first unknown (or at the first column here: the node began on the rank before)
+    good = next >= 0 ? c == next : place == 0 || c == 0;
+    // and ends at the node's last unknown (or at the last column here: the node goes on on the next rank)
+    next = place == b - 1 || c == n - 1 ? -1 : c + 1;
   }
-  if (!good) *ok = 0;
+  if (!good || next >= 0) *failed = 1;  // (every failing thread writes the same value)
+}
+
+void check_block(int b, int offset) {
+  if (b < 1 || b > kBlockJacobiMaxSize) throw UsageError("block-Jacobi: the block size must be 1.." + std::to_string(kBlockJacobiMaxSize));
+  if (offset < 0 || offset >= b) throw UsageError("block-Jacobi: the rows' offset into a block must be 0.." + std::to_string(b - 1));
 }
 
 }  // namespace
@@ -118,30 +133,30 @@ void launch_chebyshev_step(int64_t n, int k, const double* scale, const double* 
   CHECK_LAUNCH("chebyshev-step");
 }
 
-void launch_block_jacobi_setup(const DeviceCsr& a, int b, double* inverses, int32_t* first_bad, cudaStream_t s) {
-  if (b < 1 || b > kBlockJacobiMaxSize) throw UsageError("block-Jacobi: the block size must be 1.." + std::to_string(kBlockJacobiMaxSize));
+void launch_block_jacobi_setup(const DeviceCsr& a, int b, int offset, double* inverses, int32_t* first_bad,
+                               cudaStream_t s) {
+  check_block(b, offset);
   if (a.rows == 0) return;
-  const int64_t groups = (int64_t{a.rows} + b - 1) / b;
-  block_jacobi_setup_kernel<<<static_cast<int>((groups + 127) / 128), 128, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                                 a.values.data(), b, inverses, first_bad);
+  const int64_t blocks = block_jacobi_blocks(a.rows, b, offset);
+  block_jacobi_setup_kernel<<<static_cast<int>((blocks + 127) / 128), 128, 0, s>>>(
+      a.rows, a.row_ptr.data(), a.col_idx.data(), a.values.data(), b, offset, static_cast<int32_t>(blocks), inverses,
+      first_bad);
   CHECK_LAUNCH("block-jacobi-setup");
 }
 
-void launch_block_jacobi_apply(int64_t n, int b, const double* inverses, const double* r, double* z, int k,
+void launch_block_jacobi_apply(int64_t n, int b, int offset, const double* inverses, const double* r, double* z, int k,
                                cudaStream_t s) {
+  check_block(b, offset);
   if (n == 0 || k == 0) return;
-  block_jacobi_apply_kernel<<<blocks_for(n * k), kThreads, 0, s>>>(n, b, inverses, r, z, k);
+  block_jacobi_apply_kernel<<<blocks_for(n * k), kThreads, 0, s>>>(n, b, offset, inverses, r, z, k);
   CHECK_LAUNCH("block-jacobi-apply");
 }
 
-void launch_node_block_check(const DeviceCsr& a, int b, int* ok, cudaStream_t s) {
+void launch_node_block_check(const DeviceCsr& a, int b, int offset, double* failed, cudaStream_t s) {
+  check_block(b, offset);
   if (a.rows == 0) return;
-  if (a.rows % b != 0) {
-    CHECK_CUDA(cudaMemsetAsync(ok, 0, sizeof(int), s));
-    return;
-  }
-  node_block_check_kernel<<<(a.rows + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                                 b, ok);
+  node_block_check_kernel<<<(a.rows + kThreads - 1) / kThreads, kThreads, 0, s>>>(a.rows, a.row_ptr.data(),
+                                                                                 a.col_idx.data(), b, offset, failed);
   CHECK_LAUNCH("node-block-check");
 }
 

@@ -93,11 +93,16 @@ std::string option_names() {
   return s;
 }
 
-// What runs on several GPUs, declared once: every solver; the preconditioners none and jacobi (the others are
-// not distributed yet); the fused vector kernels (the Thrust reference keeps its scalars on one host). The CLI,
-// A rank's Solver refuses with several_gpus_refusal()'s words (spcg.hpp).
+// What runs on several GPUs, declared once: every solver; every preconditioner but AMG, whose hierarchy is not
+// distributed (Jacobi and block-Jacobi from the rank's rows, block-Jacobi's blocks cut at the rank's boundaries;
+// Chebyshev through the distributed product, its interval from a Lanczos estimate over the ranks; auto choosing
+// among these); the fused vector kernels (the Thrust reference keeps its scalars on one host). The CLI and a
+// rank's Solver refuse the rest with several_gpus_refusal()'s words (spcg.hpp), and the CLI's help lists these.
 constexpr bool runs_on_several_gpus(SolverKind) { return true; }
-constexpr bool runs_on_several_gpus(Preconditioner p) { return p == Preconditioner::none || p == Preconditioner::jacobi; }
+constexpr bool runs_on_several_gpus(Preconditioner p) {
+  return p == Preconditioner::none || p == Preconditioner::jacobi || p == Preconditioner::block_jacobi ||
+         p == Preconditioner::chebyshev || p == Preconditioner::automatic;
+}
 constexpr bool runs_on_several_gpus(VectorOps v) { return v == VectorOps::fused; }
 // The refusal for what does not run on several GPUs (empty: it does).
 std::string several_gpus_refusal(Preconditioner p);
