@@ -66,11 +66,13 @@ void print_report(const SolveReport& r) {
   std::printf("\nphase%s                       ms\n", r.ranks.empty() ? "" : " (rank 0)");
   for (const auto& p : r.phases) std::printf("  %-24s %10.3f\n", p.name.c_str(), p.ms);
   if (!r.ranks.empty()) {
-    std::printf("\nrank        rows          nnz    halo in   halo out  problem ms  NCCL ms  setup ms  solve ms  GPU GiB\n");
+    // GPU memory: the whole process's on its device (CUDA's context and NCCL's buffers included), and per row
+    std::printf("\nrank        rows          nnz    halo in   halo out  problem ms  NCCL ms  setup ms  solve ms  GPU GiB  GPU B/row\n");
     for (const RankLine& l : r.ranks)
-      std::printf("  %4d %10lld %12lld %10lld %10lld %11.1f %8.1f %9.1f %9.1f %8.2f\n", l.rank, static_cast<long long>(l.rows),
+      std::printf("  %4d %10lld %12lld %10lld %10lld %11.1f %8.1f %9.1f %9.1f %8.2f %10.1f\n", l.rank, static_cast<long long>(l.rows),
                   static_cast<long long>(l.nnz), static_cast<long long>(l.halo_in), static_cast<long long>(l.halo_out),
-                  l.problem_ms, l.nccl_ms, l.setup_ms, l.solve_ms, l.memory_bytes / double(1 << 30));
+                  l.problem_ms, l.nccl_ms, l.setup_ms, l.solve_ms, l.memory_bytes / double(1 << 30),
+                  l.rows > 0 ? l.memory_bytes / double(l.rows) : 0.0);
     int64_t exchanges = 0, sums = 0;
     double sent = 0, exchange_ms = 0, sum_ms = 0;
     for (const RankLine& l : r.ranks) {

@@ -35,6 +35,24 @@ MatrixSetup::MatrixSetup(std::shared_ptr<const DeviceCsr> device, int64_t duplic
 
 MatrixSetup::~MatrixSetup() = default;
 
+size_t MatrixSetup::release_unheld() const {
+  if (!host_) return 0;
+  size_t bytes = 0;
+  if (device_ && device_.use_count() == 1) {
+    bytes += device_->row_ptr.bytes() + device_->col_idx.bytes() + device_->values.bytes();
+    device_.reset();
+  }
+  for (auto it = dia_.begin(); it != dia_.end();) {
+    if (it->second.use_count() == 1) {
+      bytes += it->second->offsets.bytes() + it->second->values.bytes();
+      it = dia_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return bytes;
+}
+
 const CsrMatrix& MatrixSetup::host() const {
   if (host_) return *host_;
   if (!downloaded_) {

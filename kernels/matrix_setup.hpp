@@ -53,6 +53,11 @@ class MatrixSetup {
   std::shared_ptr<const DeviceDia> dia(const std::string& kernel, double max_fill, int max_diagonals,
                                        bool allow_symmetric, int stride_multiple = 1) const;
   const SetupTimes& times() const { return times_; }
+  // After a solver's setup: lets go of the device CSR and the DIA layouts that no operator or preconditioner
+  // holds (they hold what they read), so that a solve keeps only what it reads (a rank's memory per row decides
+  // the largest job it can take). A host input only (a device input's CSR is the host copy's source); a later
+  // call that needs one makes it again. Returns the device bytes let go.
+  size_t release_unheld() const;
 
  private:
   const CsrMatrix* host_;

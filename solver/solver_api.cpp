@@ -30,6 +30,13 @@
 namespace spcg {
 namespace {
 
+struct SetupMemoryRule {
+  // What the setup let go goes back to the driver from this size on (cudaMemPoolTrimTo); below it the pool keeps
+  // it for the solves' vectors, whose first allocation would otherwise pay cudaMallocAsync's growth (0.08-0.31 ms
+  // each, kernels/device_array.cpp).
+  static constexpr size_t give_back_from_bytes = size_t{64} << 20;
+};
+
 struct KernelTimingRule {
   // timing auto: per-kernel CUDA events from this many rows (of the whole system) on. Below it an iteration is
   // tens of microseconds and the events' few microseconds each would distort what they measure; above it they
@@ -185,6 +192,9 @@ struct Solver::Impl {
               {"analysis", std::max(0.0, operator_ms - shared.upload_ms - shared.statistics_ms - converted_ms - si.upload_ms)}};
     if (rank_op) phases.push_back({"connect", connect_ms});
     phases.push_back({"preconditioner", precond_ms});
+    // A solve keeps only what it reads: the device CSR and the layouts no operator or preconditioner holds go,
+    // back to the driver when they are a large share (a GPU's bytes per row decide the largest job it can take)
+    if (matrix.release_unheld() >= SetupMemoryRule::give_back_from_bytes) release_idle_device_memory();
     phases.push_back({std::string(kSetupTotalPhase), ms_since(t_setup)});
     if (comm) comm->set_timing(times_each_kernel(options, global_rows));
   }
