@@ -110,7 +110,7 @@ struct SolveCommand {
   RhsSource rhs = RhsKind::ones;
   int nrhs = 1;
   uint64_t seed = 1;
-  std::optional<std::string> x0, output, report_file, history;
+  std::optional<std::string> x0, output, report_file, history, plot;
   SolverOptions solver;  // the library's options, typed
   int threads = 0;       // reader threads (0: all cores)
   bool verify = false;
@@ -119,12 +119,12 @@ struct SolveCommand {
   std::string rendezvous;  // MPI ranks: the file where rank 0 leaves the NCCL id
 };
 
-// Each output (--output, --report-file, --history) opened for writing before the read and the solve start, so
+// Each output (--output, --report-file, --history, --plot) opened for writing before the read and the solve start, so
 // that one that cannot be written ends the command before any work is done. A file that was not there is
 // removed again (the solve writes it at the end); one that was is left as it is (opened to append, nothing
 // written).
 void check_outputs(const SolveCommand& c) {
-  for (const std::optional<std::string>& path : {c.output, c.report_file, c.history}) {
+  for (const std::optional<std::string>& path : {c.output, c.report_file, c.history, c.plot}) {
     if (!path) continue;
     std::error_code ec;
     const bool existed = std::filesystem::exists(std::filesystem::symlink_status(*path, ec));
@@ -224,6 +224,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("output", po::value<std::string>(), "write the solution x (Matrix Market array)")
       ("report-file", po::value<std::string>(), "write the report as JSON (.json) or CSV (.csv)")
       ("history", po::value<std::string>(), "write the residual history as CSV")
+      ("plot", po::value<std::string>(), "draw the residual history of every column (and, on several GPUs, each rank's phases) as SVG")
       ("monitor", po::value<int>()->default_value(it.monitor_every), "print a residual line every N iterations (0: none)")
       ("check-every", po::value<int>()->default_value(it.check_every), "fused path: iterations between residual reads")
       ("stagnation", po::value<int>()->default_value(it.stagnation_window),
@@ -298,7 +299,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
     if (ec != std::errc() || end != seed.data() + seed.size()) throw UsageError("--seed must be a non-negative integer, got '" + seed + "'");
   }
   for (auto [name, field] : {std::pair{"x0", &c.x0}, std::pair{"output", &c.output},
-                             std::pair{"report-file", &c.report_file}, std::pair{"history", &c.history}})
+                             std::pair{"report-file", &c.report_file}, std::pair{"history", &c.history},
+                             std::pair{"plot", &c.plot}})
     if (vm.count(name)) *field = vm[name].as<std::string>();
   c.threads = vm["threads"].as<int>();
   c.gpus = vm["gpus"].as<int>();
@@ -315,13 +317,14 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   o.stop = {tol, atol, maxit};
   o.check_every = vm["check-every"].as<int>();
   o.stagnation_window = vm["stagnation"].as<int>();
-  o.deterministic = vm.count("deterministic") > 0, o.monitor_every = monitor, o.keep_history = c.history.has_value();
+  o.deterministic = vm.count("deterministic") > 0, o.monitor_every = monitor, o.keep_history = c.history || c.plot;
   if (monitor > 0) o.progress = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   return c;
 }
 
-// --report-file (JSON or CSV by its extension) and --history (CSV).
+// --report-file (JSON or CSV by its extension), --history (CSV) and --plot (SVG).
 void write_report_files(const SolveCommand& c, const SolveReport& rep) {
+  if (c.plot) write_text(*c.plot, residual_svg(rep));
   if (c.report_file) {
     const std::string& path = *c.report_file;
     const bool csv = path.size() > 4 && path.substr(path.size() - 4) == ".csv";

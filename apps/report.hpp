@@ -45,5 +45,7 @@ void print_report(const SolveReport& r);
 std::string report_json(const SolveReport& r);
 std::string report_csv(const SolveReport& r);
 std::string fnv1a_checksum(const HostVector<double>& v);
+// --plot: each column's residual history on a log scale and, on several GPUs, each rank's phases (apps/plot.cpp).
+std::string residual_svg(const SolveReport& r);
 
 }  // namespace spcg

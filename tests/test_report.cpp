@@ -286,3 +286,55 @@ TEST(Report, ChecksumIsFnv1aOverTheBits) {
 }
 
 }  // namespace
+
+namespace {
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+// --plot's picture: one polyline per column (its points inside the plot area, iterations left to right, a smaller
+// residual higher up never), the stop target dashed, a grid line per decade, the ranks' bars (four phases each),
+// names escaped; a 4096-column block draws its first 64 and says so; no history says why.
+TEST(Report, PlotDrawsEveryColumnAndEachRanksPhases) {
+  spcg::SolveReport r;
+  r.name = "a<b>&c", r.solver = "block-cg", r.precond = "jacobi", r.backend = "gpu x 2", r.rtol = 1e-8;
+  for (int j = 0; j < 3; ++j) {
+    r.result.columns.push_back({spcg::ColumnStatus::converged, 40, 2.0, 1e-8, 1e-8});
+    std::vector<std::pair<int, double>> h;
+    for (int it = 0; it <= 40; it += 4) h.emplace_back(it, 2.0 * std::pow(10.0, -0.2 * it - j));
+    r.result.history.push_back(h);
+  }
+  r.ranks = {spcg::RankLine{}, spcg::RankLine{}};
+  r.ranks[1].rank = 1, r.ranks[0].solve_ms = 5, r.ranks[1].solve_ms = 7, r.ranks[1].setup_ms = 2;
+  const std::string svg = spcg::residual_svg(r);
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  EXPECT_EQ(count_of(svg, "<polyline class=\"column\""), 3u);
+  EXPECT_EQ(count_of(svg, "<rect x="), 8u) << "two ranks, four phases each";
+  EXPECT_EQ(count_of(svg, "stroke-dasharray"), 1u) << "the target";
+  EXPECT_EQ(count_of(svg, ">1e"), 11u) << "a grid line per decade, 1e-10 (column 2 at iteration 40) .. 1e0";
+  EXPECT_NE(svg.find("a&lt;b&gt;&amp;c"), std::string::npos);
+  EXPECT_EQ(svg.find("a<b>"), std::string::npos);
+  // column 0's points: x increasing, y decreasing upward (residuals fall), all inside the plot area
+  const size_t p0 = svg.find("points=\"", svg.find("<polyline")) + 8;
+  std::istringstream points(svg.substr(p0, svg.find('"', p0) - p0));
+  double last_x = -1, last_y = -1;
+  for (std::string xy; points >> xy;) {
+    const double x = std::stod(xy.substr(0, xy.find(','))), y = std::stod(xy.substr(xy.find(',') + 1));
+    EXPECT_GT(x, last_x);
+    EXPECT_GT(y, last_y) << "a falling residual is drawn lower on the page's y axis (SVG's y grows downward)";
+    EXPECT_TRUE(x >= 70.0 && x <= 740.0 && y >= 40.0 && y <= 410.0) << x << "," << y;
+    last_x = x, last_y = y;
+  }
+  EXPECT_GT(last_x, 0);
+
+  spcg::SolveReport wide;
+  wide.result.history.assign(4096, {{0, 1.0}, {1, 0.5}});
+  const std::string many = spcg::residual_svg(wide);
+  EXPECT_EQ(count_of(many, "<polyline class=\"column\""), 64u);
+  EXPECT_NE(many.find("the first 64 of 4096 columns"), std::string::npos);
+  EXPECT_NE(spcg::residual_svg(spcg::SolveReport{}).find("no residual history"), std::string::npos);
+}
