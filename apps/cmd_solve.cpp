@@ -155,18 +155,6 @@ po::typed_value<std::string>* enum_value(E library_default) {
   return po::value<std::string>()->default_value(name_of(library_default));
 }
 
-// The names of the values of E that run on several GPUs ("none, jacobi, ... or auto"), from the library's
-// capabilities; but_auto: without auto (what auto chooses among).
-template <class E>
-std::string several_gpus_names(bool but_auto = false) {
-  std::vector<const char*> names;
-  for (const auto& [v, n] : OptionNames<E>::list)
-    if (runs_on_several_gpus(v) && !(but_auto && std::string_view(n) == "auto")) names.push_back(n);
-  std::string s;
-  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  return s;
-}
-
 // Returns nullopt after printing the help. as_ranks: this process is (or launches) ranks of a solve on several
 // GPUs (where --device is refused).
 std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& args, bool as_ranks) {
@@ -179,7 +167,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
                                       std::to_string(persistent_cg_max_rows()) + ")";
   const std::string precond_help =
       choices<Preconditioner>() + "; auto: chosen from the matrix, with the reason (the default; on several GPUs among " +
-      several_gpus_names<Preconditioner>(/*but_auto=*/true) + "; with --force " + name_of(default_preconditioner(true)) + ")";
+      option_names_where<Preconditioner>([](Preconditioner p) { return runs_on_several_gpus(p) && p != Preconditioner::automatic; }) + "; with --force " + name_of(default_preconditioner(true)) + ")";
   const std::string rhs_help = std::string(kRhsKinds[0].second) + " | " + kRhsKinds[1].second +
                                " | FILE (Matrix Market array or coordinate; at most " + std::to_string(kMaxRhsColumns) + " columns)";
   po::options_description opts("spcg solve [MATRIX] [options]\noptions");

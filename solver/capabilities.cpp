@@ -1,7 +1,6 @@
 // What runs on several GPUs, and the one refusal for what does not (declared in spcg/solve_types.hpp and
 // spcg/spcg.hpp; the iteration engine asks require_distributed for the preconditioner object it is handed).
 #include <string>
-#include <vector>
 
 #include "solver/iteration_engine.hpp"
 #include "solver/preconditioner.hpp"
@@ -10,24 +9,9 @@
 
 namespace spcg {
 
-namespace {
-
-// "none, jacobi, ... or auto": the values of E that run on several GPUs, in the order of its names.
-template <class E>
-std::string distributed_names() {
-  std::vector<const char*> names;
-  for (const auto& [v, n] : OptionNames<E>::list)
-    if (runs_on_several_gpus(v)) names.push_back(n);
-  std::string s;
-  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  return s;
-}
-
-}  // namespace
-
 std::string several_gpus_refusal(Preconditioner p) {
   if (runs_on_several_gpus(p)) return {};
-  return "on several GPUs the preconditioner is " + distributed_names<Preconditioner>() + " (" + name_of(p) +
+  return "on several GPUs the preconditioner is " + several_gpus_names<Preconditioner>() + " (" + name_of(p) +
          " is not distributed)";
 }
 

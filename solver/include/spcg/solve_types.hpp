@@ -84,13 +84,20 @@ std::optional<E> parse_option(std::string_view name) {
     if (name == n) return v;
   return std::nullopt;
 }
-// "cg, multi-cg or block-cg": for messages and help texts.
+// "cg, multi-cg or block-cg": the names of E's values that `keep` accepts, in the list's order, for messages and
+// help texts (option_names: all of them).
+template <class E, class Keep>
+std::string option_names_where(Keep keep) {
+  std::vector<const char*> names;
+  for (const auto& [v, n] : OptionNames<E>::list)
+    if (keep(v)) names.push_back(n);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return s;
+}
 template <class E>
 std::string option_names() {
-  std::string s;
-  const auto& list = OptionNames<E>::list;
-  for (size_t i = 0; i < list.size(); ++i) s += (i == 0 ? "" : i + 1 == list.size() ? " or " : ", ") + std::string(list[i].second);
-  return s;
+  return option_names_where<E>([](E) { return true; });
 }
 
 // What runs on several GPUs, declared once: every solver; every preconditioner but AMG, whose hierarchy is not
@@ -104,6 +111,11 @@ constexpr bool runs_on_several_gpus(Preconditioner p) {
          p == Preconditioner::chebyshev || p == Preconditioner::automatic;
 }
 constexpr bool runs_on_several_gpus(VectorOps v) { return v == VectorOps::fused; }
+// "none, jacobi, ... or auto": the values of E that run on several GPUs (the refusals' words, the CLI's help).
+template <class E>
+std::string several_gpus_names() {
+  return option_names_where<E>([](E v) { return runs_on_several_gpus(v); });
+}
 // The refusal for what does not run on several GPUs (empty: it does).
 std::string several_gpus_refusal(Preconditioner p);
 std::string several_gpus_refusal(VectorOps v);
