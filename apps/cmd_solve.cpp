@@ -233,7 +233,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("rendezvous", po::value<std::string>(), "MPI ranks: the file rank 0 leaves the NCCL id in (default: spcg-<uid>/ in $TMPDIR or /tmp, named after the "
        "job; written owner-only, removed once every rank has read it)")
       ("repeat", po::value<int>()->default_value(1),
-       "solve the same system N times on the one setup; the report gives the first solve and the later ones' median")
+       "solve the same system N times on the one setup; the report (and x) are the first solve's, with the later ones' median time")
       ("force", "solve even if the matrix is not symmetric or has a non-positive diagonal")
       ("profile", "bracket the solve with cudaProfilerStart/Stop (for ncu/nsys --capture-range)");
   po::positional_options_description matrix_argument;  // spcg solve A.mtx
@@ -514,18 +514,21 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     if (so.precond == Preconditioner::automatic) rep.precond = std::string("auto -> ") + name_of(pr->kind);
   }
   DenseBlock x;  // the solution (this rank's rows) on the host
-  auto solve_once = [&] {
+  auto solve_once = [&](DenseBlock& into) {
     if (b_rows) {
-      x = x0_rows ? *x0_rows : DenseBlock(solver.rows(), k, 0.0);
-      return solver.solve(*b_rows, x);
+      into = x0_rows ? *x0_rows : DenseBlock(solver.rows(), k, 0.0);
+      return solver.solve(*b_rows, into);
     }
-    return solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, x, x0_rows ? &*x0_rows : nullptr);
+    return solver.solve(std::get<RhsKind>(c.rhs), k, c.seed, into, x0_rows ? &*x0_rows : nullptr);
   };
-  rep.result = solve_once();
+  rep.result = solve_once(x);
   // --repeat: the same system again on the kept setup (and a rank's connections): what a time-stepping user pays
-  // per solve, reported beside the first solve's
+  // per solve, reported beside the first solve's. The report, x and the exit status are the first solve's.
   std::vector<double> later_ms;
-  for (int i = 1; i < c.repeat; ++i) later_ms.push_back(solve_once().solve_ms);
+  for (int i = 1; i < c.repeat; ++i) {
+    DenseBlock again;
+    later_ms.push_back(solve_once(again).solve_ms);
+  }
   if (so.backend == Backend::gpu) {
     // the CSR in host memory to the first iteration (the right-hand sides in place included)
     rep.phases.push_back({"vectors", rep.result.vectors_ms});
@@ -606,6 +609,7 @@ int run_solve(const std::vector<std::string>& args) {
   const std::optional<RankContext> rank = rank_context_from_environment();
   if (rank) {
     select_gpu_of_rank(*rank);
+    nccl_start_defaults();  // setenv while this process still has one thread (CUDA's start reads the environment)
   } else if (const int gpus = std::max(1, raw_int_option(args, "--gpus", 1)); gpus > 1) {
     const std::optional<SolveCommand> parsed = parse_solve_command(args, true);  // usage errors once, here
     if (!parsed) return 0;
@@ -615,7 +619,8 @@ int run_solve(const std::vector<std::string>& args) {
     argv.insert(argv.end(), args.begin(), args.end());
     return launch_ranks(gpus, argv);
   } else {
-    select_device_before_cuda(raw_int_option(args, "--device", 0));  // one GPU: CUDA initialises that one only
+    const int device = raw_int_option(args, "--device", -1);  // one GPU: CUDA initialises that one only
+    select_device_before_cuda(std::max(device, 0), device >= 0);
   }
   // CUDA starts first, on a thread of its own: it takes about as long as reading a large file.
   CudaStart cuda;

@@ -30,6 +30,9 @@ std::string escaped(const std::string& s) {
   return o;
 }
 
+// A relative residual a log scale can place: positive and finite (rn / ||b|| may underflow to 0 or overflow).
+bool drawable(double rel) { return rel > 0 && std::isfinite(rel); }
+
 const char* colour(int j) {
   static const char* palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   return palette[j % 8];
@@ -72,15 +75,17 @@ std::string residual_svg(const SolveReport& r) {
   const int shown = std::min<int>(static_cast<int>(hist.size()), L::max_columns);
   // the axes' ranges: iterations from 0, relative residuals spanning whole decades around the data and the target
   int last = 1;
-  double lo = r.rtol > 0 ? r.rtol : 1e-16, hi = 1;
+  double lo = drawable(r.rtol) ? r.rtol : 1e-16, hi = 1;
   for (int j = 0; j < shown; ++j) {
     const double bn = j < static_cast<int>(r.result.columns.size()) && r.result.columns[j].b_norm > 0 ? r.result.columns[j].b_norm : 1;
     for (const auto& [it, rn] : hist[j]) {
       last = std::max(last, it);
-      if (rn > 0 && std::isfinite(rn)) lo = std::min(lo, rn / bn), hi = std::max(hi, rn / bn);
+      if (const double rel = rn / bn; drawable(rel)) lo = std::min(lo, rel), hi = std::max(hi, rel);
     }
   }
-  const int dlo = static_cast<int>(std::floor(std::log10(lo))), dhi = static_cast<int>(std::ceil(std::log10(hi)));
+  // whole decades, within what a double can draw (a ratio that underflowed to 0 or overflowed is left out above)
+  const int dhi = std::clamp(static_cast<int>(std::ceil(std::log10(hi))), -320, 310);
+  const int dlo = std::clamp(static_cast<int>(std::floor(std::log10(lo))), -320, dhi - 1);
   const double pw = L::width - L::left - L::right, ph = L::height - L::top - L::bottom;
   auto px = [&](double it) { return L::left + pw * it / last; };
   auto py = [&](double rel) { return L::top + ph * (dhi - std::log10(rel)) / std::max(1, dhi - dlo); };
@@ -106,7 +111,7 @@ std::string residual_svg(const SolveReport& r) {
     const double bn = j < static_cast<int>(r.result.columns.size()) && r.result.columns[j].b_norm > 0 ? r.result.columns[j].b_norm : 1;
     std::string points;
     for (const auto& [it, rn] : hist[j])
-      if (rn > 0 && std::isfinite(rn)) points += num(px(it)) + "," + num(py(rn / bn)) + " ";
+      if (drawable(rn / bn)) points += num(px(it)) + "," + num(py(rn / bn)) + " ";
     s += "<polyline class=\"column\" fill=\"none\" stroke=\"" + std::string(colour(j)) + "\" stroke-width=\"1.5\" points=\"" + points +
          "\"><title>column " + std::to_string(j) + "</title></polyline>\n";
   }

@@ -185,25 +185,31 @@ int gpus_visible_without_cuda() {
          !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
       ++installed;
   }
-  if (const char* visible = env("CUDA_VISIBLE_DEVICES")) {
-    // CUDA stops at the first entry that names no GPU; "" and "-1" hide them all
+  // set but empty counts (getenv, not env()): "" and "-1" hide every GPU; CUDA stops at the first entry that
+  // names no GPU
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     const int listed = std::string(visible).empty() || std::string(visible) == "-1" ? 0 : static_cast<int>(split(visible, ',').size());
     return installed < 0 ? listed : std::min(listed, installed);
   }
   return installed;
 }
 
-void select_device_before_cuda(int device) {
+void select_device_before_cuda(int device, bool asked) {
   if (device < 0) throw UsageError("--device must be >= 0, got " + std::to_string(device));
   const int visible = gpus_visible_without_cuda();
+  // no GPU to choose from (none installed, or all hidden): left as it is, so that CUDA says so and a solve that
+  // may run on the host does (an explicit --device past the count is still refused where the count is known)
+  if (visible == 0 && !asked) return;
   if (visible >= 0 && device >= visible)
     throw UsageError("--device " + std::to_string(device) + ": this machine shows " + std::to_string(visible) + " GPU(s)");
-  if (const char* listed = env("CUDA_VISIBLE_DEVICES")) {
+  if (const char* listed = std::getenv("CUDA_VISIBLE_DEVICES")) {
     const std::vector<std::string> list = split(listed, ',');
     if (static_cast<size_t>(device) < list.size()) setenv("CUDA_VISIBLE_DEVICES", list[static_cast<size_t>(device)].c_str(), 1);
     return;
   }
-  if (visible >= 0) setenv("CUDA_VISIBLE_DEVICES", std::to_string(device).c_str(), 1);  // no driver files: as it is
+  // no driver files to count: the default leaves CUDA's view as it is; an asked-for device is set all the same
+  // (CUDA then finds it, or says there is none)
+  if (visible >= 0 || asked) setenv("CUDA_VISIBLE_DEVICES", std::to_string(device).c_str(), 1);
 }
 
 // ---- the rendezvous file ----
@@ -500,7 +506,7 @@ int launch_ranks(int gpus, const std::vector<std::string>& args) {
     throw UsageError("--gpus " + std::to_string(gpus) + ": this machine shows " + std::to_string(available) + " GPU(s)" +
                      (why.empty() ? "" : " (" + why + ")"));
   RankLaunch how;
-  if (const char* visible = env("CUDA_VISIBLE_DEVICES")) how.devices = split(visible, ',');
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) how.devices = split(visible, ',');  // "": none
   else
     for (int d = 0; d < available; ++d) how.devices.push_back(std::to_string(d));
   return run_ranks(gpus, args, how).status;

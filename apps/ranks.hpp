@@ -38,8 +38,9 @@ void select_gpu_of_rank(const RankContext& r);
 int gpus_visible_without_cuda();
 
 // Before CUDA starts, a one-GPU process sees only GPU `device` (its index among the visible ones), so that CUDA
-// initialises that one alone. UsageError when there is no such GPU (counted as above).
-void select_device_before_cuda(int device);
+// initialises that one alone. UsageError when there is no such GPU (counted as above). asked: --device was given
+// (the default, device 0, changes nothing where no GPU is visible: CUDA then says there is none).
+void select_device_before_cuda(int device, bool asked);
 
 // Every rank gets rank 0's unique id (rank 0 makes it with make_id: NCCL's, which needs a GPU; tests pass
 // their own). rendezvous: the file MPI ranks meet at (empty: the default below). Throws CommunicationError

@@ -83,18 +83,17 @@ CommunicationStats Communicator::stats() const {
 
 // ---- NCCL ----
 
-namespace {
-
-// NCCL's defaults for what spcg sends, set before NCCL's first call reads them (a value the user set is kept):
-// the sums are a few values and the halo exchanges a few MB point to point, which 2 channels carry as fast as
-// NCCL's default (poisson3d:300 on 4 H200s: solve 276 ms against 275), while connecting them takes 87 ms
-// instead of 1058; cuMem's memory import (NCCL_CUMEM_ENABLE) added ~1 s to the first connections
-// (scripts/nccl_start_probe.sh; docs/perf-notes.md, "Several GPUs: the fixed costs").
+// NCCL's defaults for what spcg sends, set before NCCL's first call reads them (a value already in the environment
+// is kept; one in nccl.conf is not, since NCCL applies that file without overwriting the environment): the sums are
+// a few values and the halo exchanges a few MB point to point, which 2 channels carry as fast as NCCL's default
+// (poisson3d:300 on 4 H200s: solve 276 ms against 275), while connecting them takes 87 ms instead of 1058; cuMem's
+// memory import (NCCL_CUMEM_ENABLE) added ~1 s to the first connections (scripts/nccl_start_probe.sh;
+// docs/perf-notes.md, "Several GPUs: the fixed costs").
 struct NcclStartDefaults {
   static constexpr const char* max_channels = "2";
   static constexpr const char* cumem = "0";
 };
-void set_nccl_start_defaults() {
+void nccl_start_defaults() {
   static const bool once = [] {
     setenv("NCCL_MAX_NCHANNELS", NcclStartDefaults::max_channels, 0);
     setenv("NCCL_CUMEM_ENABLE", NcclStartDefaults::cumem, 0);
@@ -103,10 +102,8 @@ void set_nccl_start_defaults() {
   (void)once;
 }
 
-}  // namespace
-
 ncclUniqueId NcclCommunicator::unique_id() {
-  set_nccl_start_defaults();
+  nccl_start_defaults();
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));
   return id;
@@ -121,7 +118,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, const ncclUniqueId& id) :
     if (*end != '\0' || !(v > 0)) throw UsageError(std::string("SPCG_COMM_TIMEOUT_S='") + t + "' is not a positive number of seconds");
     timeout_s_ = v;
   }
-  set_nccl_start_defaults();
+  nccl_start_defaults();
   CHECK_NCCL(ncclCommInitRank(&comm_, size, id, rank));
 }
 
@@ -153,38 +150,34 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_) ncclCommDestroy(comm_);  // a failing destroy in a destructor cannot be reported
 }
 
-// The all-gather's buffer (size x count values) and the device array of its rank slices' addresses, grown on
-// demand.
+// The all-gather's buffer (size x the largest count so far), grown on demand, and for each count summed the device
+// array of its rank slices' addresses (rank r's count values at r x count): every sum is one ncclAllGather, whose
+// connection connect_sums and the first solve's sums share. (Smaller sums once went through a group of size sends
+// and receives into the larger stride: another set of connections, and slower per sum.)
 struct NcclCommunicator::Gathered {
   DeviceArray<double> values;
-  DeviceArray<const double*> slices;
-  size_t count = 0;
+  size_t capacity = 0;  // counts
+  std::map<size_t, DeviceArray<const double*>> slices;
 };
 
 void NcclCommunicator::sum_impl(double* values, size_t count, cudaStream_t s) {
   if (count == 0) return;
   if (!gathered_) gathered_ = std::make_unique<Gathered>();
   Gathered& g = *gathered_;
-  if (g.count < count) {
+  if (g.capacity < count) {
     CHECK_CUDA(cudaStreamSynchronize(s));  // the old buffer may still be read by the stream
     g.values = DeviceArray<double>(count * static_cast<size_t>(size_), "NCCL gathered sums");
+    g.capacity = count;
+    g.slices.clear();  // their addresses pointed into the old buffer
+  }
+  auto it = g.slices.find(count);
+  if (it == g.slices.end()) {
     std::vector<const double*> slices;
     for (int r = 0; r < size_; ++r) slices.push_back(g.values.data() + static_cast<size_t>(r) * count);
-    g.slices = DeviceArray<const double*>(slices, "NCCL gathered slices");
-    g.count = count;
+    it = g.slices.emplace(count, DeviceArray<const double*>(slices, "NCCL gathered slices")).first;
   }
-  // slices are g.count apart; a smaller sum gathers with that stride by sending into the first count values
-  if (g.count == count) {
-    CHECK_NCCL(ncclAllGather(values, g.values.data(), count, ncclDouble, comm_, s));
-  } else {
-    CHECK_NCCL(ncclGroupStart());
-    for (int r = 0; r < size_; ++r) {
-      CHECK_NCCL(ncclSend(values, count, ncclDouble, r, comm_, s));
-      CHECK_NCCL(ncclRecv(g.values.data() + static_cast<size_t>(r) * g.count, count, ncclDouble, r, comm_, s));
-    }
-    CHECK_NCCL(ncclGroupEnd());
-  }
-  launch_sum_over_ranks(g.slices.data(), size_, count, values, s);
+  CHECK_NCCL(ncclAllGather(values, g.values.data(), count, ncclDouble, comm_, s));
+  launch_sum_over_ranks(it->second.data(), size_, count, values, s);
 }
 
 void NcclCommunicator::exchange_impl(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,

@@ -3,9 +3,13 @@
 #include "spcg/distributed.hpp"
 
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
 
 #include "kernels/communicator.hpp"
 #include "kernels/device_array.hpp"
+#include "solver/solver.hpp"
 
 namespace spcg {
 namespace {
@@ -34,6 +38,22 @@ CommunicationStats communication_stats(const Communicator& comm) { return comm.s
 void connect_sums(Communicator& comm) {
   std::vector<double> zeros(2 * kMaxConnectedColumns, 0.0);
   sum_over_ranks(comm, zeros);
+}
+
+void agree_over_ranks(Communicator* ranks, const std::function<void()>& check) {
+  if (!ranks) return check();
+  std::exception_ptr failure;
+  try {
+    check();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::vector<double> failed{failure ? 1.0 : 0.0};
+  sum_over_ranks(*ranks, failed);
+  if (failure) std::rethrow_exception(failure);
+  if (failed[0] > 0)
+    throw CommunicationError("rank " + std::to_string(ranks->rank()) + ": " + std::to_string(static_cast<int>(failed[0])) +
+                             " other rank(s) refused the setup (their messages say why)");
 }
 
 void sum_over_ranks(Communicator& comm, std::vector<double>& values) {

@@ -53,9 +53,9 @@ bool Monitor::observe(int j, int iteration, double rnorm) {
     const auto now = std::chrono::steady_clock::now();
     if (std::chrono::duration<double, std::milli>(now - last_poll_).count() >= kInterruptPollMs) {
       last_poll_ = now;
-      if (interrupted())
+      if (interrupted())  // each column keeps the iteration and residual it was last observed at (0: never started)
         for (size_t c = 0; c < status_.size(); ++c)
-          if (status_[c] == ColumnStatus::running) status_[c] = ColumnStatus::interrupted, iterations_[c] = iteration;
+          if (status_[c] == ColumnStatus::running) status_[c] = ColumnStatus::interrupted;
     }
   }
   return status_[j] != ColumnStatus::running;

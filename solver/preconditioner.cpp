@@ -61,6 +61,7 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
       : PreconditionerOp(in.product.rows()), a_(&in.product) {
     if (o.chebyshev_degree < 1 || o.chebyshev_degree > 64) throw UsageError("chebyshev: the degree must be 1..64");
     if (!(o.chebyshev_ratio > 1)) throw UsageError("chebyshev: the eigenvalue ratio must be > 1");
+    if (o.eigen_steps < 1) throw UsageError("chebyshev: the eigenvalue estimate needs at least one Lanczos step");
     // --deterministic: k columns as k SpMVs, so that a k-column apply equals k single applies bitwise. The
     // columnwise twin is made from the matrix, so only where the product is the matrix's own (one GPU): a
     // rank's product also reads its peers' rows, and across ranks --deterministic promises repeats for a rank
@@ -74,7 +75,10 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
       a_ = owned_.get();
     }
     const auto t0 = std::chrono::steady_clock::now();
-    dinv_ = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "chebyshev", 0);
+    // a rank's non-positive diagonal reaches every rank before the Lanczos estimate's sums
+    agree_over_ranks(ranks_of(in.product), [&] {
+      dinv_ = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "chebyshev", 0);
+    });
     const double diagonal_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     const SpectrumEstimate est = estimate_spectrum(*a_, dinv_.data(), o.eigen_steps, 1, 0, in.first_row);

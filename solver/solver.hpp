@@ -3,6 +3,7 @@
 // (breakdown-free block CG). They see only LinearOperator and device blocks, never the storage format.
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
                     int first_column);
 void pcg_general(IterationEngine& e, const LinearOperator& A, const PreconditionerOp& M, const double* B, double* X,
                  int k, int first_column);
+
+// Runs `check` (a rank's own refusal: its rows, its preconditioner) and agrees on the verdict with one sum over
+// `ranks` before any rank goes on to a collective: the rank that failed rethrows its error, the others throw
+// CommunicationError, so that none is left waiting in a collective a failed peer never calls. One GPU (ranks
+// null): just the check.
+void agree_over_ranks(Communicator* ranks, const std::function<void()>& check);
 
 // The refusal when a solve on several GPUs meets what is not distributed (the capability in solve_types.hpp).
 void require_distributed(IterationEngine& e, const PreconditionerOp* M);

@@ -164,7 +164,7 @@ struct Solver::Impl {
     } else {
       check_device_memory(share->row_end - share->row_begin, share->local.nnz() + share->halo.nnz(), k, options.solver);
       auto d = std::make_unique<DistributedOperator>(std::move(*share), *comm, oo);  // uploads, statistics, kernel
-      check_rank_rows(*d, options);
+      agree_over_ranks(comm, [&] { check_rank_rows(*d, options); });  // before connect's collectives
       rank_op = d.get(), op = std::move(d);
     }
     const double operator_ms = ms_since(t_op);
@@ -180,7 +180,8 @@ struct Solver::Impl {
       NvtxRange precond_range("preconditioner");
       // this GPU's rows (a rank's diagonal block) and the product the solver applies (a rank's: the distributed one)
       PreconditionerInputs in{matrix, *op, oo, options.matrix_name, k, options.iteration.stop.rtol, row_begin};
-      precond = make_preconditioner(options.precond, options.precond_options, in);
+      // a rank's refusal (a block that is not SPD, a non-positive diagonal) reaches every rank before the solve's sums
+      agree_over_ranks(comm, [&] { precond = make_preconditioner(options.precond, options.precond_options, in); });
     }
     const double precond_ms = ms_since(t_precond);
     const SetupInfo& si = local.setup_info();

@@ -232,6 +232,10 @@ TEST(Cli, SolveOptionChecksAreOneLineUsageErrors) {
   expect_one_line("solve --device -1" + host, 2, "--device must be >= 0");
   expect_one_line("solve --repeat 0" + host, 2, "--repeat must be between 1 and 10000");
   expect_one_line("solve --device 0 --gpus 2" + host, 2, "--device picks the GPU of a one-GPU solve");
+  {  // every GPU hidden: the default --device changes nothing, and the host backend solves
+    const Outcome o = shell(spcg_with("CUDA_VISIBLE_DEVICES=-1") + " solve --generate poisson2d:4 --backend host");
+    EXPECT_EQ(o.code, 0) << o.output;
+  }
   {  // a GPU past the visible ones, refused before CUDA starts
     const Outcome o = shell(spcg_with("CUDA_VISIBLE_DEVICES=0") + " solve --device 1" + host);
     EXPECT_EQ(o.code, 2) << o.output;

@@ -472,6 +472,9 @@ TEST(SeveralGpus, CapabilitiesDeclareWhatIsDistributed) {
   o = SolverOptions{};
   o.kernel = "csr-vector";
   EXPECT_NE(several_gpus_refusal(o).find("the kernel is auto"), std::string::npos) << several_gpus_refusal(o);
+  o = SolverOptions{};
+  o.iteration.interrupted = [] { return false; };  // one rank answering alone would leave the others in a sum
+  EXPECT_NE(several_gpus_refusal(o).find("interrupt hook"), std::string::npos) << several_gpus_refusal(o);
 }
 
 // A rank's Solver refuses what is not distributed before it touches the device, naming it; everything

@@ -263,7 +263,9 @@ TEST(RankEnvironment, EachRankSeesItsGpu) {
 }
 
 // A one-GPU solve picks its GPU before CUDA starts: --device indexes the visible list (CUDA_VISIBLE_DEVICES, or
-// the driver's GPUs), and a GPU past the count is refused naming it; the count never starts CUDA.
+// the driver's GPUs), and a GPU past the count is refused naming it; the count never starts CUDA. Where no GPU is
+// visible ("-1" or "" hide them all) the default changes nothing (CUDA says there is none, and a solve may run on
+// the host), while an explicit --device is refused.
 TEST(RankEnvironment, OneGpuProcessSeesOnlyItsDevice) {
   ScopedEnv env;
   const bool driver_files = std::filesystem::is_directory("/proc/driver/nvidia/gpus");
@@ -272,27 +274,33 @@ TEST(RankEnvironment, OneGpuProcessSeesOnlyItsDevice) {
   if (driver_files) EXPECT_LE(visible, 2);
   else EXPECT_EQ(visible, 2);
   if (visible == 2) {
-    spcg::select_device_before_cuda(1);
+    spcg::select_device_before_cuda(1, true);
     EXPECT_STREQ(std::getenv("CUDA_VISIBLE_DEVICES"), "5");
     env.set("CUDA_VISIBLE_DEVICES", "3,5");
-    EXPECT_NE(error_of<UsageError>([] { spcg::select_device_before_cuda(2); }).find("--device 2: this machine shows 2 GPU(s)"),
+    EXPECT_NE(error_of<UsageError>([] { spcg::select_device_before_cuda(2, true); }).find("--device 2: this machine shows 2 GPU(s)"),
               std::string::npos);
   }
-  env.set("CUDA_VISIBLE_DEVICES", "-1");  // every GPU hidden
-  EXPECT_EQ(spcg::gpus_visible_without_cuda(), 0);
-  EXPECT_NE(error_of<UsageError>([] { spcg::select_device_before_cuda(0); }).find("shows 0 GPU(s)"), std::string::npos);
-  EXPECT_NE(error_of<UsageError>([] { spcg::select_device_before_cuda(-1); }).find("--device must be >= 0"),
+  for (const char* hidden : {"-1", ""}) {
+    env.set("CUDA_VISIBLE_DEVICES", hidden);
+    EXPECT_EQ(spcg::gpus_visible_without_cuda(), 0) << "'" << hidden << "'";
+    spcg::select_device_before_cuda(0, false);  // the default: nothing to choose from, nothing changed
+    EXPECT_STREQ(std::getenv("CUDA_VISIBLE_DEVICES"), hidden);
+    EXPECT_NE(error_of<UsageError>([] { spcg::select_device_before_cuda(0, true); }).find("shows 0 GPU(s)"), std::string::npos);
+  }
+  EXPECT_NE(error_of<UsageError>([] { spcg::select_device_before_cuda(-1, true); }).find("--device must be >= 0"),
             std::string::npos);
   env.unset("CUDA_VISIBLE_DEVICES");
   if (!driver_files) {
     EXPECT_EQ(spcg::gpus_visible_without_cuda(), -1) << "no driver files: the count is CUDA's to give";
-    spcg::select_device_before_cuda(0);
-    EXPECT_EQ(std::getenv("CUDA_VISIBLE_DEVICES"), nullptr) << "nothing to choose from: left as it is";
+    spcg::select_device_before_cuda(0, false);
+    EXPECT_EQ(std::getenv("CUDA_VISIBLE_DEVICES"), nullptr) << "the default with nothing to count: left as it is";
+    spcg::select_device_before_cuda(1, true);
+    EXPECT_STREQ(std::getenv("CUDA_VISIBLE_DEVICES"), "1") << "an asked-for device is set all the same";
   } else {
     const int installed = spcg::gpus_visible_without_cuda();
     ASSERT_GE(installed, 0);
     if (installed > 0) {
-      spcg::select_device_before_cuda(installed - 1);
+      spcg::select_device_before_cuda(installed - 1, true);
       EXPECT_EQ(std::string(std::getenv("CUDA_VISIBLE_DEVICES")), std::to_string(installed - 1));
     }
   }

@@ -337,4 +337,16 @@ TEST(Report, PlotDrawsEveryColumnAndEachRanksPhases) {
   EXPECT_EQ(count_of(many, "<polyline class=\"column\""), 64u);
   EXPECT_NE(many.find("the first 64 of 4096 columns"), std::string::npos);
   EXPECT_NE(spcg::residual_svg(spcg::SolveReport{}).find("no residual history"), std::string::npos);
+
+  // ratios that underflow to 0 or overflow to inf are left out; the axes stay finite and few
+  spcg::SolveReport extreme;
+  extreme.rtol = 1e-8;
+  extreme.result.columns.push_back({spcg::ColumnStatus::non_finite, 3, 1e10, 0, 0});
+  extreme.result.columns.push_back({spcg::ColumnStatus::non_finite, 3, 1e-300, 0, 0});
+  extreme.result.history = {{{0, 1e10}, {1, 1e-320}, {2, 1.0}}, {{0, 1e-300}, {1, 1e300}, {2, 1e-301}}};
+  const std::string odd = spcg::residual_svg(extreme);
+  EXPECT_EQ(odd.find("inf"), std::string::npos);
+  EXPECT_EQ(odd.find("nan"), std::string::npos);
+  EXPECT_LE(count_of(odd, ">1e"), 700u);
+  EXPECT_EQ(count_of(odd, "<polyline class=\"column\""), 2u);
 }

@@ -596,7 +596,8 @@ TEST(Monitor, InterruptFinishesEveryRunningColumn) {
   EXPECT_TRUE(mon.observe(0, 7, 1.0));
   EXPECT_EQ(mon.status(0), ColumnStatus::interrupted);
   EXPECT_EQ(mon.status(1), ColumnStatus::interrupted);
-  EXPECT_EQ(mon.iterations(1), 7);
+  EXPECT_EQ(mon.iterations(0), 7);
+  EXPECT_EQ(mon.iterations(1), 6) << "column 1 was last observed at iteration 6";
   EXPECT_EQ(mon.status(2), ColumnStatus::converged);
   EXPECT_TRUE(mon.all_done());
 }

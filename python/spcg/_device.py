@@ -356,7 +356,7 @@ class _NumpyOps:
 # launches and temporaries a chunk made a cached spcg.cg call on poisson3d:128 (14M entries) cost ~30 ms more than
 # its solve (H100). Same sum as _mix's: z = w + GOLDEN * index, splitmix64's finaliser, wrapping mod 2**64.
 _CUPY_MIX = None
-_CUPY_CHUNK = 1 << 25
+_CUPY_CHUNK = 1 << 23  # 64 MiB of mixed words (and of an int32 array widened) at a time
 
 
 def _cupy_mixed(w, first):
