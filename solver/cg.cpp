@@ -68,7 +68,7 @@ void cg_persistent(IterationEngine& e, const PersistentCgView& view, const doubl
     done_before = hsc.iteration;
     start = false;
     mon.observe(column, hsc.iteration, std::sqrt(hsc.rr));
-    if (hsc.done) break;
+    if (hsc.done || mon.status(column) == ColumnStatus::interrupted) break;  // (an interrupt: between launches)
   }
   if (mon.status(column) == ColumnStatus::running || hsc.status != kConverged)
     mon.finish(column, from_device_status(hsc.status), hsc.iteration);
