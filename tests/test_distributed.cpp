@@ -516,14 +516,6 @@ CsrMatrix with_nodes(const CsrMatrix& a, int b) {
   return m;
 }
 
-DenseBlock random_block(int32_t n, int k, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  DenseBlock b(n, k);
-  for (double& v : b.data) v = u(g);
-  return b;
-}
-
 DenseBlock rows_of(const DenseBlock& x, int32_t begin, int32_t end) {
   DenseBlock out(end - begin, x.cols);
   std::copy(x.data.begin() + static_cast<std::ptrdiff_t>(begin) * x.cols,

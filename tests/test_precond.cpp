@@ -63,14 +63,6 @@ Built build(const CsrMatrix& a, Preconditioner kind, const PreconditionerOptions
   return b;
 }
 
-DenseBlock random_dense(int32_t n, int k, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  DenseBlock b(n, k);
-  for (double& v : b.data) v = u(g);
-  return b;
-}
-
 // Z = M^-1 R on the device; Z is poisoned with NaN first, so an entry the apply does not write shows.
 DenseBlock apply(const PreconditionerOp& m, const DenseBlock& r) {
   DeviceBlock R(r.rows, r.cols), Z(r.rows, r.cols);
@@ -234,7 +226,7 @@ TEST_F(GpuPrecond, CoarsestSolveEqualsEigenLlt) {
   o.coarse_rows = 256;
   const Built b = build(a, Preconditioner::amg, o, 2);
   ASSERT_EQ(b.m->report().levels.size(), 1u);
-  const DenseBlock r = random_dense(a.rows, 2, 3);
+  const DenseBlock r = random_block(a.rows, 2, 3);
   const DenseBlock z = apply(*b.m, r);
   const Eigen::LLT<Eigen::MatrixXd> llt(dense(a));
   for (int j = 0; j < 2; ++j) {
@@ -275,7 +267,7 @@ TEST_F(GpuPrecond, ChebyshevEqualsItsPolynomial) {
       }
       const Eigen::MatrixXd M = droot.asDiagonal() * eig.eigenvectors() * q.asDiagonal() *
                                 eig.eigenvectors().transpose() * droot.asDiagonal();
-      const DenseBlock r = random_dense(a.rows, 2, 11);
+      const DenseBlock r = random_block(a.rows, 2, 11);
       const DenseBlock z = apply(*b.m, r);
       for (int j = 0; j < 2; ++j) {
         Eigen::VectorXd rj(a.rows);
@@ -332,7 +324,7 @@ TEST_F(GpuPrecond, AppliesAreSymmetricPositiveAndColumnwise) {
       const int k = 3;
       const Built b = build(a, kind, o, k);
       ASSERT_NE(b.m, nullptr) << what;
-      const DenseBlock x = random_dense(a.rows, k, 21), y = random_dense(a.rows, k, 22);
+      const DenseBlock x = random_block(a.rows, k, 21), y = random_block(a.rows, k, 22);
       const DenseBlock mx = apply(*b.m, x), my = apply(*b.m, y), my2 = apply(*b.m, y);
       EXPECT_EQ(std::memcmp(my.data.data(), my2.data.data(), my.data.size() * sizeof(double)), 0) << what << ": not repeatable";
       const double n = a.rows;
@@ -389,7 +381,7 @@ TEST_F(GpuPrecond, VCycleContractsTheError) {
       const Built b = build(a, Preconditioner::amg, o, 1);
       ASSERT_GE(b.m->report().levels.size(), 2u) << spec;
       const auto A = to_eigen(a);
-      DenseBlock e = random_dense(a.rows, 1, 5);
+      DenseBlock e = random_block(a.rows, 1, 5);
       auto a_norm = [&](const DenseBlock& v) {
         const Eigen::Map<const Eigen::VectorXd> ev(v.data.data(), v.rows);
         return std::sqrt(ev.dot(A * ev));
@@ -910,7 +902,7 @@ TEST_F(GpuPrecond, AutoNoneAppliesTheIdentity) {
   EXPECT_EQ(b.m->inverse_diagonal(), nullptr);
   EXPECT_EQ(b.m->rows(), a.rows);
   EXPECT_DOUBLE_EQ(b.m->bytes_per_apply(3), 16.0 * a.rows * 3);
-  const DenseBlock r = random_dense(a.rows, 3, 41);
+  const DenseBlock r = random_block(a.rows, 3, 41);
   const DenseBlock z = apply(*b.m, r);
   EXPECT_EQ(std::memcmp(z.data.data(), r.data.data(), r.data.size() * sizeof(double)), 0);
 }

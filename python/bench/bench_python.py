@@ -108,32 +108,40 @@ def device_name(cupy):
     return name.decode() if isinstance(name, bytes) else name
 
 
+class DeviceProblem:
+    """A comparison's inputs on the device: A (cupyx CSR), b (seeded), CuPy's modules, a synchronising timer."""
+
+    def __init__(self, spcg, spec, rtol, seed, got):
+        import numpy as np
+
+        self.cupy, self.csp, self.cla = got
+        self.A = load(spcg, spec)
+        self.n = self.A.shape[0]
+        self.Ad = self.csp.csr_matrix(self.A)
+        self.b = self.cupy.asarray(np.random.default_rng(seed).standard_normal(self.n))
+        self.sync = self.cupy.cuda.Device().synchronize
+        self.tol = cupy_cg_tolerance(self.cla, rtol)
+        self.sync()
+
+    def timed(self, f):
+        t0 = time.perf_counter()
+        out = f()
+        self.sync()
+        return time.perf_counter() - t0, out
+
+
 def child_cg(spcg, spec, runs, rtol):
     got = need_cupy(spcg)
     if isinstance(got, str):
         return {"skipped": got}
-    cupy, csp, cla = got
-    import numpy as np
-
-    A = load(spcg, spec)
-    n = A.shape[0]
-    Ad = csp.csr_matrix(A)
-    b = cupy.asarray(np.random.default_rng(1).standard_normal(n))
-    sync = cupy.cuda.Device().synchronize
-    tol = cupy_cg_tolerance(cla, rtol)
-    sync()
+    prob = DeviceProblem(spcg, spec, rtol, 1, got)
+    cupy, cla, A, n, Ad, b, tol, timed = prob.cupy, prob.cla, prob.A, prob.n, prob.Ad, prob.b, prob.tol, prob.timed
 
     def ours():
         return spcg.cg(Ad, b, rtol=rtol, atol=0.0)
 
     def theirs():
         return cla.cg(Ad, b, atol=0.0, **tol)
-
-    def timed(f):
-        t0 = time.perf_counter()
-        out = f()
-        sync()
-        return time.perf_counter() - t0, out
 
     first_ours, (x, info) = timed(ours)
     first_theirs, (xc, info_c) = timed(theirs)
@@ -165,16 +173,8 @@ def child_solver(spcg, spec, runs, rtol):
     got = need_cupy(spcg)
     if isinstance(got, str):
         return {"skipped": got}
-    cupy, csp, cla = got
-    import numpy as np
-
-    A = load(spcg, spec)
-    n = A.shape[0]
-    Ad = csp.csr_matrix(A)
-    b = cupy.asarray(np.random.default_rng(2).standard_normal(n))
-    sync = cupy.cuda.Device().synchronize
-    tol = cupy_cg_tolerance(cla, rtol)
-    sync()
+    prob = DeviceProblem(spcg, spec, rtol, 2, got)
+    cupy, cla, A, n, Ad, b, tol, timed = prob.cupy, prob.cla, prob.A, prob.n, prob.Ad, prob.b, prob.tol, prob.timed
     last = {}
 
     def ours():
@@ -187,12 +187,6 @@ def child_solver(spcg, spec, runs, rtol):
         dinv = 1.0 / Ad.diagonal()
         M = cla.LinearOperator(Ad.shape, matvec=lambda v: dinv * v, dtype=Ad.dtype)
         return cla.cg(Ad, b, M=M, atol=0.0, **tol)
-
-    def timed(f):
-        t0 = time.perf_counter()
-        out = f()
-        sync()
-        return time.perf_counter() - t0, out
 
     first_ours, _ = timed(ours)
     first_theirs, _ = timed(theirs)
