@@ -129,13 +129,28 @@ class DeviceProblem:
         self.sync()
         return time.perf_counter() - t0, out
 
+    def compare(self, ours, theirs, runs):
+        """Both warmed by a first call (its time kept), then `runs` alternated: the first calls' seconds, each side's
+        times, each side's last output, and ||b - A x|| / ||b|| of each side's last x."""
+        first_ours, out_ours = self.timed(ours)
+        first_theirs, out_theirs = self.timed(theirs)
+        t_ours, t_theirs = [], []
+        for _ in range(runs):
+            t, out_ours = self.timed(ours)
+            t_ours.append(t)
+            t, out_theirs = self.timed(theirs)
+            t_theirs.append(t)
+        bn = float(self.cupy.linalg.norm(self.b))
+        res = [float(self.cupy.linalg.norm(self.b - self.Ad @ out[0])) / bn for out in (out_ours, out_theirs)]
+        return first_ours, first_theirs, t_ours, t_theirs, out_ours, out_theirs, res
+
 
 def child_cg(spcg, spec, runs, rtol):
     got = need_cupy(spcg)
     if isinstance(got, str):
         return {"skipped": got}
     prob = DeviceProblem(spcg, spec, rtol, 1, got)
-    cupy, cla, A, n, Ad, b, tol, timed = prob.cupy, prob.cla, prob.A, prob.n, prob.Ad, prob.b, prob.tol, prob.timed
+    cupy, cla, A, n, Ad, b, tol = prob.cupy, prob.cla, prob.A, prob.n, prob.Ad, prob.b, prob.tol
 
     def ours():
         return spcg.cg(Ad, b, rtol=rtol, atol=0.0)
@@ -143,17 +158,7 @@ def child_cg(spcg, spec, runs, rtol):
     def theirs():
         return cla.cg(Ad, b, atol=0.0, **tol)
 
-    first_ours, (x, info) = timed(ours)
-    first_theirs, (xc, info_c) = timed(theirs)
-    t_ours, t_theirs = [], []
-    for _ in range(runs):
-        t, (x, info) = timed(ours)
-        t_ours.append(t)
-        t, (xc, info_c) = timed(theirs)
-        t_theirs.append(t)
-    bn = float(cupy.linalg.norm(b))
-    res = float(cupy.linalg.norm(b - Ad @ x)) / bn
-    res_c = float(cupy.linalg.norm(b - Ad @ xc)) / bn
+    first_ours, first_theirs, t_ours, t_theirs, (x, info), (xc, info_c), (res, res_c) = prob.compare(ours, theirs, runs)
     # iterations, outside the timed calls: spcg's from its cached setup's result, cupyx's by its callback
     cached = spcg._cg_cache._entry
     iters = int(cached[2].solve(b, rtol=rtol, atol=0.0)[1].iterations[0]) if cached else None
@@ -174,7 +179,7 @@ def child_solver(spcg, spec, runs, rtol):
     if isinstance(got, str):
         return {"skipped": got}
     prob = DeviceProblem(spcg, spec, rtol, 2, got)
-    cupy, cla, A, n, Ad, b, tol, timed = prob.cupy, prob.cla, prob.A, prob.n, prob.Ad, prob.b, prob.tol, prob.timed
+    cupy, cla, A, n, Ad, b, tol = prob.cupy, prob.cla, prob.A, prob.n, prob.Ad, prob.b, prob.tol
     last = {}
 
     def ours():
@@ -188,17 +193,7 @@ def child_solver(spcg, spec, runs, rtol):
         M = cla.LinearOperator(Ad.shape, matvec=lambda v: dinv * v, dtype=Ad.dtype)
         return cla.cg(Ad, b, M=M, atol=0.0, **tol)
 
-    first_ours, _ = timed(ours)
-    first_theirs, _ = timed(theirs)
-    t_ours, t_theirs = [], []
-    for _ in range(runs):
-        t, (x, r) = timed(ours)
-        t_ours.append(t)
-        t, (xc, info_c) = timed(theirs)
-        t_theirs.append(t)
-    bn = float(cupy.linalg.norm(b))
-    res = float(cupy.linalg.norm(b - Ad @ x)) / bn
-    res_c = float(cupy.linalg.norm(b - Ad @ xc)) / bn
+    first_ours, first_theirs, t_ours, t_theirs, _, (xc, info_c), (res, res_c) = prob.compare(ours, theirs, runs)
     r = last["result"]
     p = r.preconditioner
     setup_total = dict(last["solver"].setup_phases).get("setup (total)")
