@@ -566,6 +566,10 @@ class Solver:
                 self.device = device  # a host matrix set up on the GPU: its device is the current one
             out = x.reshape(n) if vector else x
         result = SolveResult(d, self, stop)
+        if kind is not None:  # a device b's entries are first read by the library: ||b_j|| says whether they are finite
+            bad = [j for j, v in enumerate(result.b_norm) if not _np.isfinite(v)]
+            if bad:
+                raise ValueError(f"b holds NaN or Inf (column {bad[0]}{' and more' if len(bad) > 1 else ''})")
         if pending is not None:  # Ctrl-C (or another signal handler's exception) during the solve
             pending.spcg_result, pending.spcg_x = result, out
             raise pending

@@ -320,6 +320,13 @@ def test_device_conversions(cp, csp, poisson):
     bad[3] = cp.nan
     with pytest.raises(ValueError, match="NaN"):
         spcg.cg(csp.csr_matrix(poisson), bad)
+    block = cp.ones((n, 3))
+    block[5, 1] = cp.inf  # refused after the solve, from the library's ||b_j||, naming the column
+    solver = spcg.Solver(csp.csr_matrix(poisson), solver="multi-cg")
+    with pytest.raises(ValueError, match=r"NaN or Inf \(column 1\)"):
+        solver.solve(block)
+    x, r = solver.solve(cp.ones((n, 3)))  # and the Solver goes on
+    assert r.converged and relres(poisson, x.get(), np.ones((n, 3))).max() <= 1.5e-5
     dense = cp.asarray(poisson.toarray())  # a 2-D CuPy array: to CSR on the device
     x, info = spcg.cg(dense, cp.asarray(b), rtol=1e-10)
     assert info == 0 and relres(poisson, x.get(), b) <= 1.5e-10

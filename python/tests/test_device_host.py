@@ -78,8 +78,8 @@ def test_blocks(fake):
         _device.block(fake.asarray(np.ones(n - 1)), n, "cupy")
     bad = np.ones(n)
     bad[7] = np.inf
-    with pytest.raises(ValueError, match="NaN or Inf"):
-        _device.block(fake.asarray(bad), n, "cupy")
+    blk, _, _ = _device.block(fake.asarray(bad), n, "cupy")  # not read here: refused after the solve (test_device.py)
+    assert np.isinf(blk[7, 0])
     with pytest.raises(TypeError, match="x0 must be of b's kind"):
         _device.initial_guess(np.ones(n), blk, n, "cupy", (n,), 0)
 
