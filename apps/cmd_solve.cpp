@@ -23,6 +23,7 @@
 #include "sparse/json.hpp"
 #include "apps/options.hpp"
 #include "sparse/problem.hpp"
+#include "sparse/parallel.hpp"
 #include "apps/report.hpp"
 #include "apps/ranks.hpp"
 #include "spcg/distributed.hpp"
@@ -438,7 +439,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   } else {
     ScopedRange r("read");
     ReadOptions ro;
-    ro.threads = c.threads > 0 || !ranks ? c.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / size);
+    ro.threads = c.threads;  // 0: every thread this process may use (a rank's share of the host's: run_solve)
     whole = load_problem(c.source, ro, /*with_stats=*/false);
     rep.phases.push_back({ranks ? "read (whole file)" : "read", whole.read_ms});
   }
@@ -610,6 +611,7 @@ int run_solve(const std::vector<std::string>& args) {
   if (rank) {
     select_gpu_of_rank(*rank);
     nccl_start_defaults();  // setenv while this process still has one thread (CUDA's start reads the environment)
+    set_thread_budget(hardware_threads() / std::max(1, rank->local_size));  // the host's cores shared among its ranks
   } else if (const int gpus = std::max(1, raw_int_option(args, "--gpus", 1)); gpus > 1) {
     const std::optional<SolveCommand> parsed = parse_solve_command(args, true);  // usage errors once, here
     if (!parsed) return 0;

@@ -139,6 +139,7 @@ std::optional<RankContext> rank_context_from_environment() {
   RankContext r;
   if (env("SPCG_RANK")) {
     r.rank = env_int("SPCG_RANK", 0), r.size = env_int("SPCG_RANKS", 1), r.local_rank = env_int("SPCG_LOCAL_RANK", r.rank);
+    r.local_size = r.size;  // one host
     r.started_by = "spcg --gpus";
     r.id_fd = env_int("SPCG_ID_FD", -1);
     if (const char* fds = env("SPCG_ID_FDS"))
@@ -146,14 +147,17 @@ std::optional<RankContext> rank_context_from_environment() {
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     r.rank = env_int("OMPI_COMM_WORLD_RANK", 0), r.size = env_int("OMPI_COMM_WORLD_SIZE", 1);
     r.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", r.rank);
+    r.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", r.size);
     r.started_by = "Open MPI (OMPI_COMM_WORLD_*)";
   } else if (env("PMI_RANK") && env("PMI_SIZE")) {
     r.rank = env_int("PMI_RANK", 0), r.size = env_int("PMI_SIZE", 1);
     r.local_rank = env_int("MPI_LOCALRANKID", env_int("PMI_LOCAL_RANK", r.rank));
+    r.local_size = env_int("MPI_LOCALNRANKS", r.size);
     r.started_by = "MPICH / Intel MPI (PMI_*)";
   } else if (env("SLURM_PROCID") && env("SLURM_STEP_NUM_TASKS")) {  // srun (a batch script alone sets no step tasks)
     r.rank = env_int("SLURM_PROCID", 0), r.size = env_int("SLURM_STEP_NUM_TASKS", 1);
     r.local_rank = env_int("SLURM_LOCALID", r.rank);
+    r.local_size = r.size;  // (SLURM_STEP_TASKS_PER_NODE's "4(x2)" form is not read: every rank counted, as before)
     r.started_by = "Slurm srun (SLURM_PROCID)";
   } else {
     return std::nullopt;

@@ -19,6 +19,8 @@ namespace spcg {
 struct RankContext {
   int rank = 0, size = 1;
   int local_rank = 0;        // on this host: picks the GPU
+  int local_size = 1;        // ranks on this host (the launcher's: all; MPI's where it says, else all of them):
+                             // the host's threads are shared among them
   std::string started_by;    // "spcg --gpus" or the MPI / Slurm variables found
   int id_fd = -1;            // launcher: rank 0 writes the id to id_fds, the others read it from id_fd
   std::vector<int> id_fds;

@@ -13,8 +13,18 @@
 
 namespace spcg {
 
-// Every hardware thread (at least 1).
-inline int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+// The host's threads this process may use: 0, every hardware thread; else at most that many. Ranks that share a
+// host share its cores (each generating, reading and converting on all of them would run ranks x cores threads).
+inline std::atomic<int>& thread_budget() {
+  static std::atomic<int> budget{0};
+  return budget;
+}
+inline void set_thread_budget(int threads) { thread_budget() = std::max(0, threads); }
+// Every hardware thread this process may use (at least 1).
+inline int hardware_threads() {
+  const int all = std::max(1, static_cast<int>(std::thread::hardware_concurrency())), budget = thread_budget();
+  return budget > 0 ? std::min(all, budget) : all;
+}
 // `requested` threads, or every hardware thread when requested <= 0.
 inline int resolve_threads(int requested) { return requested > 0 ? requested : hardware_threads(); }
 

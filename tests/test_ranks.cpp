@@ -39,7 +39,8 @@ class ScopedEnv {
  public:
   ScopedEnv() {
     for (const char* v : {"SPCG_RANK", "SPCG_RANKS", "SPCG_LOCAL_RANK", "SPCG_ID_FD", "SPCG_ID_FDS", "OMPI_COMM_WORLD_RANK",
-                          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
+                          "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
                           "PMI_LOCAL_RANK", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "OMPI_MCA_ess_base_jobid",
                           "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE", "PMI_JOBID", "SLURM_JOB_ID", "SLURM_STEP_ID",
                           "CUDA_VISIBLE_DEVICES", "TMPDIR", "FAKE_RANK_DIR", "SPCG_SHARE_GPUS"})
@@ -132,6 +133,7 @@ TEST(RankEnvironment, OurLauncher) {
   EXPECT_EQ(r->rank, 2);
   EXPECT_EQ(r->size, 3);
   EXPECT_EQ(r->local_rank, 1);
+  EXPECT_EQ(r->local_size, 3) << "our launcher's ranks share one host";
   EXPECT_EQ(r->id_fd, 7);
   EXPECT_TRUE(r->id_fds.empty());
   EXPECT_EQ(r->started_by, "spcg --gpus");
@@ -157,6 +159,9 @@ TEST(RankEnvironment, OpenMpi) {
   EXPECT_EQ(r->size, 4);
   EXPECT_EQ(r->local_rank, 1);
   EXPECT_EQ(r->started_by, "Open MPI (OMPI_COMM_WORLD_*)");
+  EXPECT_EQ(r->local_size, 4) << "no local size given: every rank counted on this host (its threads shared by all)";
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  EXPECT_EQ(spcg::rank_context_from_environment()->local_size, 2);
   env.unset("OMPI_COMM_WORLD_LOCAL_RANK");
   r = spcg::rank_context_from_environment();
   ASSERT_TRUE(r);

@@ -547,6 +547,28 @@ TEST(Problem, RightHandSidesFromFilesAndNonFiniteBlocks) {
 }
 
 // The lowest failed task's exception, on every thread count (tasks after it may still run).
+// A process's share of the host's threads (a rank among ranks on one host): every parallel step keeps to it, and
+// 0 gives all of them back; the work done is the same.
+TEST(Parallel, ThreadBudgetBoundsEveryStep) {
+  const int all = hardware_threads();
+  set_thread_budget(1);
+  EXPECT_EQ(hardware_threads(), 1);
+  EXPECT_EQ(resolve_threads(0), 1);
+  std::atomic<int> widest{0};
+  std::vector<int> seen(1000, 0);
+  parallel_for(1000, resolve_threads(0), [&](int64_t t, int worker) {
+    int w = widest.load();
+    while (worker + 1 > w && !widest.compare_exchange_weak(w, worker + 1)) {}
+    seen[static_cast<size_t>(t)] += 1;
+  });
+  EXPECT_EQ(widest.load(), 1);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 1000);
+  set_thread_budget(all + 100);
+  EXPECT_EQ(hardware_threads(), all) << "never more than the host has";
+  set_thread_budget(0);
+  EXPECT_EQ(hardware_threads(), all);
+}
+
 TEST(Parallel, FirstFailedTaskIsRethrown) {
   for (int threads : {1, 2, 3, 8}) {
     std::atomic<int> ran{0};
