@@ -611,7 +611,7 @@ int run_solve(const std::vector<std::string>& args) {
   if (rank) {
     select_gpu_of_rank(*rank);
     nccl_start_defaults();  // setenv while this process still has one thread (CUDA's start reads the environment)
-    set_thread_budget(hardware_threads() / std::max(1, rank->local_size));  // the host's cores shared among its ranks
+    set_thread_budget(std::max(1, hardware_threads() / std::max(1, rank->local_size)));  // the host's cores shared among its ranks
   } else if (const int gpus = std::max(1, raw_int_option(args, "--gpus", 1)); gpus > 1) {
     const std::optional<SolveCommand> parsed = parse_solve_command(args, true);  // usage errors once, here
     if (!parsed) return 0;
