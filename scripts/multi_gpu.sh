@@ -23,6 +23,11 @@ cases=(
 )
 if [ "${SPCG_MULTI_CASES:-}" != quick ]; then
   cases+=("p300-block16|--generate poisson3d:300 --solver block-cg --nrhs 16 --precond jacobi --timing phases|1 4")
+  # Chebyshev's iterations on ranks against one GPU's (the issue: within 2 %), and auto's choice there
+  cases+=("p300-cheb|--generate poisson3d:300 --precond chebyshev --timing phases|1 4")
+  cases+=("jump256-cheb|--generate jump3d:256 --precond chebyshev --timing phases|1 4")
+  cases+=("p300-auto|--generate poisson3d:300 --timing phases|4")
+  # the largest: GPU bytes per row after setup (the rank table), and the whole process against one GPU
   cases+=("p600-jacobi|--generate poisson3d:600 --precond jacobi --timing phases|1 4")
 fi
 for c in "${cases[@]}"; do

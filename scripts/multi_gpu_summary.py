@@ -25,8 +25,9 @@ def main():
         runs[(r["binary"], r["case"], int(r["gpus"]))] = (r, rep)
     binaries = list(dict.fromkeys(r["binary"] for r in rows))
     cases = list(dict.fromkeys(r["case"] for r in rows))
-    print("case | binary | GPUs | rc | iterations | solve ms | efficiency | connect ms | setup ms | wall s | wall / 1 GPU")
-    print("---|---|---|---|---|---|---|---|---|---|---")
+    print("case | binary | GPUs | rc | iterations | solve ms | efficiency | connect ms | setup ms | wall s | wall / 1 GPU"
+          " | GPU B/row (rank 0)")
+    print("---|---|---|---|---|---|---|---|---|---|---|---")
     for case in cases:
         for b in binaries:
             one = runs.get((b, case, 1))
@@ -43,9 +44,11 @@ def main():
                 wall = float(r["wall_s"]) or phase(rep, "wall (process)") / 1e3
                 one_wall = (float(one[0]["wall_s"]) or phase(one[1], "wall (process)") / 1e3) if one else 0
                 wall_ratio = "%.2f" % (wall / one_wall) if one_wall and g > 1 else ""
-                print("%s | %s | %d | %s | %d | %.1f | %s | %.1f | %.1f | %.2f | %s" % (
+                ranks = rep.get("ranks", [])
+                per_row = "%.0f" % (ranks[0]["gpu_memory_bytes"] / ranks[0]["rows"]) if ranks and ranks[0].get("rows") else ""
+                print("%s | %s | %d | %s | %d | %.1f | %s | %.1f | %.1f | %.2f | %s | %s" % (
                     case, b, g, r["rc"], its, solve, eff, phase(rep, "connect"), phase(rep, "setup (total)"), wall,
-                    wall_ratio))
+                    wall_ratio, per_row))
     return 0
 
 
