@@ -221,6 +221,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("timing", enum_value(lib.timing), (choices<KernelTiming>() + " (auto: per-kernel events on large systems)").c_str())
       ("graph", enum_value(it.graph), (choices<Switch>() + ": CUDA graph for the iteration batches").c_str())
       ("persistent", enum_value(it.persistent), persistent_help.c_str())
+      ("recurrence", enum_value(it.recurrence),
+       (choices<CgRecurrence>() + ": cg's with Jacobi or none; one-reduction sums once an iteration (Chronopoulos-Gear, "
+        "the true residual put back where it says converged); auto: one-reduction on several GPUs").c_str())
       ("deterministic", "atomic-free kernels, fixed-order reductions; prints a checksum of x")
       ("verify", "check ||b - A x|| / ||b|| on the host with Eigen (and compare with Eigen's CG for small systems)")
       ("backend", enum_value(lib.backend), (choices<Backend>() + " (auto: gpu when a CUDA device exists)").c_str())
@@ -267,6 +270,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   so.timing = option_value<KernelTiming>(vm, "timing");
   o.graph = option_value<Switch>(vm, "graph");
   o.persistent = option_value<Switch>(vm, "persistent");
+  o.recurrence = option_value<CgRecurrence>(vm, "recurrence");
   so.backend = option_value<Backend>(vm, "backend");
   so.kernel = vm["kernel"].as<std::string>();
   c.nrhs = vm["nrhs"].as<int>();

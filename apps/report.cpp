@@ -40,8 +40,13 @@ void print_report(const SolveReport& r) {
   std::printf("\n== spcg solve: %s (%s)\n", r.name.c_str(), r.matrix.c_str());
   std::printf("system      %lld rows, %lld nonzeros, %d right-hand side(s)\n", static_cast<long long>(r.rows),
               static_cast<long long>(r.nnz), r.nrhs);
-  std::printf("solver      %s, precond %s, vector ops %s, backend %s%s\n", r.solver.c_str(), r.precond.c_str(),
-              r.vector_ops.c_str(), r.backend.c_str(), s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
+  std::string recurrence;
+  if (s.used_one_reduction)
+    recurrence = ", one-reduction recurrence" +
+                 (s.residual_replacements ? " (" + std::to_string(s.residual_replacements) + " residual replacements)" : std::string());
+  std::printf("solver      %s, precond %s, vector ops %s, backend %s%s%s\n", r.solver.c_str(), r.precond.c_str(),
+              r.vector_ops.c_str(), r.backend.c_str(), recurrence.c_str(),
+              s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
   const PreconditionerReport& pc = r.preconditioner;
   if (pc.kind != Preconditioner::none || !pc.reason.empty()) {
@@ -129,6 +134,7 @@ std::string report_json(const SolveReport& r) {
   j.kv("solver", r.solver).kv("precond", r.precond).kv("vector_ops", r.vector_ops).kv("backend", r.backend);
   j.kv("kernel", r.kernel).kv("kernel_reason", r.kernel_reason).kv("rtol", r.rtol).kv("atol", r.atol);
   j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent).kv("fallback_columns", s.fallback_columns);
+  j.kv("recurrence", s.used_one_reduction ? "one-reduction" : "classic").kv("residual_replacements", s.residual_replacements);
   if (s.fallback_columns > 0) j.kv("fallback_reason", s.fallback_reason);
   if (!r.reader.access.empty()) {
     j.begin_object("reader").kv("threads", r.reader.threads).kv("access", r.reader.access).kv("method", r.reader.method);

@@ -1,5 +1,6 @@
 #include "kernels/communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -150,14 +151,17 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_) ncclCommDestroy(comm_);  // a failing destroy in a destructor cannot be reported
 }
 
-// The all-gather's buffer (size x the largest count so far), grown on demand, and for each count summed the device
-// array of its rank slices' addresses (rank r's count values at r x count): every sum is one ncclAllGather, whose
-// connection connect_sums and the first solve's sums share. (Smaller sums once went through a group of size sends
-// and receives into the larger stride: another set of connections, and slower per sum.)
+// The all-gather's buffer (size x the largest count so far, at least GatheredSums::min_capacity), grown on demand:
+// every sum is one ncclAllGather, whose connection connect_sums and the first solve's sums share, then each rank
+// adds the slices in rank order. (Smaller sums once went through a group of size sends and receives into the larger
+// stride: another set of connections, and slower per sum.) No growth happens inside a solve's iteration (the
+// connect's sum is at least as large as any step's), so a batch of iterations can be captured into a CUDA graph.
+struct GatheredSums {
+  static constexpr size_t min_capacity = 8;  // a CG step's sums are 1 to 3 values at k = 1
+};
 struct NcclCommunicator::Gathered {
   DeviceArray<double> values;
   size_t capacity = 0;  // counts
-  std::map<size_t, DeviceArray<const double*>> slices;
 };
 
 void NcclCommunicator::sum_impl(double* values, size_t count, cudaStream_t s) {
@@ -166,18 +170,11 @@ void NcclCommunicator::sum_impl(double* values, size_t count, cudaStream_t s) {
   Gathered& g = *gathered_;
   if (g.capacity < count) {
     CHECK_CUDA(cudaStreamSynchronize(s));  // the old buffer may still be read by the stream
-    g.values = DeviceArray<double>(count * static_cast<size_t>(size_), "NCCL gathered sums");
-    g.capacity = count;
-    g.slices.clear();  // their addresses pointed into the old buffer
-  }
-  auto it = g.slices.find(count);
-  if (it == g.slices.end()) {
-    std::vector<const double*> slices;
-    for (int r = 0; r < size_; ++r) slices.push_back(g.values.data() + static_cast<size_t>(r) * count);
-    it = g.slices.emplace(count, DeviceArray<const double*>(slices, "NCCL gathered slices")).first;
+    g.capacity = std::max(count, GatheredSums::min_capacity);
+    g.values = DeviceArray<double>(g.capacity * static_cast<size_t>(size_), "NCCL gathered sums");
   }
   CHECK_NCCL(ncclAllGather(values, g.values.data(), count, ncclDouble, comm_, s));
-  launch_sum_over_ranks(it->second.data(), size_, count, values, s);
+  launch_sum_gathered(g.values.data(), size_, count, values, s);
 }
 
 void NcclCommunicator::exchange_impl(const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,

@@ -40,6 +40,9 @@ class Communicator {
   // communicator aborted) when NCCL reports an error or nothing completes within the timeout, so a rank whose
   // peer died or hangs does not wait forever.
   virtual void wait(cudaStream_t s);
+  // Whether its sums and exchanges may be captured into a CUDA graph (NCCL's may; the in-process stand-in waits
+  // on the host).
+  virtual bool capturable() const { return false; }
   // Time every later call with events (costs two event records per call).
   void set_timing(bool on) { timing_ = on; }
   // The counts so far; waits for the timed calls' events.
@@ -70,6 +73,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   // Polls the stream and NCCL's error state; the timeout is SPCG_COMM_TIMEOUT_S seconds (default 600).
   void wait(cudaStream_t s) override;
+  bool capturable() const override { return true; }
 
  protected:
   // An all-gather, then each rank sums the ranks' values in rank order (the solvers' sums are a few values:

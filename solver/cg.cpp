@@ -1,14 +1,16 @@
 // Conjugate gradients (Hestenes & Stiefel 1952), optionally Jacobi-preconditioned, on the operator interface.
 // Fused path: scalars stay on the device, three launches per iteration, the residual read every few iterations;
+// one-reduction path: Chronopoulos & Gear's recurrence, one sum an iteration (several GPUs);
 // Thrust path: one Thrust algorithm per vector step with host scalars (the reference).
 #include <chrono>
 #include <cmath>
 #include <cstring>
 
-#include "kernels/solver_ops/cg_persistent.hpp"
-#include "solver/solver.hpp"
-#include "kernels/solver_ops/thrust_ops.hpp"
 #include "kernels/solver_ops/cg_ops.hpp"
+#include "kernels/solver_ops/cg_one_reduction.hpp"
+#include "kernels/solver_ops/cg_persistent.hpp"
+#include "kernels/solver_ops/thrust_ops.hpp"
+#include "solver/solver.hpp"
 
 namespace spcg {
 
@@ -140,6 +142,73 @@ void cg_thrust(IterationEngine& e, const LinearOperator& A, const Preconditioner
   }
 }
 
+// Chronopoulos & Gear's CG (kernels/solver_ops/cg_one_reduction.hpp): one sum of r'r, r'u and w'u an iteration,
+// where the classic recurrence needs p'Ap, then r'r and r'z. Its recursive residual drifts further from b - A x
+// than the classic one's, so where it says converged the engine asks for the true residual, which replaces it
+// (a restart) when it still lies above the tolerance.
+void cg_one_reduction(IterationEngine& e, const LinearOperator& A, const double* dinv, const double* b, double* x,
+                      int column) {
+  using Totals = OneReductionTotals;
+  const cudaStream_t s = e.stream();
+  KernelTimer& timer = e.timer();
+  ReductionPolicy& sums = e.reductions();
+  SolveResult& res = e.result();
+  const int64_t n = A.rows();
+  const double spmv_bytes = A.bytes_per_apply(1);
+  DeviceArray<double> r(n, "CG residual"), u(dinv ? n : 0, "CG M^-1 r"), w(n, "CG A u"), p(n, "CG direction"),
+      sv(n, "CG A p"), totals(Totals::count, "CG totals");
+  double* ur = dinv ? u.data() : r.data();  // u = r without a preconditioner
+  ReductionWorkspace ws(reduction_blocks(n), 2);
+  IterationEngine::Recurrences rec = e.recurrences(1, column);
+  CgScalars* sc = rec.scalars.data();
+  // the step's sums: over the ranks (one GPU: as they are), then alpha and beta, or the status
+  auto finish = [&](KernelTimer& t, bool start) {
+    sums.sum_step(t, totals.data(), Totals::count, s);
+    t.run("finish", 0.0, [&] { launch_cg_one_reduction_finish(totals.data(), sc, start, s); });
+  };
+  // w = A u, with w'u fused into the product's epilogue where it has one
+  auto product = [&](KernelTimer& t) {
+    bool fused = true;
+    t.run("spmv", spmv_bytes, [&] { fused = apply_with_dot(A, ur, w.data(), ws.sink(totals.data() + Totals::wu), s); });
+    if (!fused) t.run("dot", 16.0 * n, [&] { launch_dot(ur, w.data(), n, ws, totals.data() + Totals::wu, s); });
+  };
+  // (re)start from the true residual: r = b - A x; u = M^-1 r; p = s = 0; w = A u; the status by r'r
+  auto start = [&] {
+    timer.run("residual", spmv_bytes + 16.0 * n, [&] {
+      if (n) CHECK_CUDA(cudaMemcpyAsync(r.data(), b, n * sizeof(double), cudaMemcpyDeviceToDevice, s));
+      A.apply(-1.0, x, 1.0, r.data(), 1, s);
+    });
+    timer.run("cg-start", (dinv ? 48.0 : 24.0) * n, [&] {
+      launch_cg_one_reduction_start(n, r.data(), dinv, u.data(), p.data(), sv.data(), ws, totals.data(), s);
+    });
+    product(timer);
+    finish(timer, true);
+    res.operator_applies += 2, res.operator_columns += 2;
+  };
+  start();
+  res.used_one_reduction = true;
+  e.run(
+      rec,
+      [&](KernelTimer& t) {
+        // p = u + beta p; s = w + beta s; x += alpha p; r -= alpha s; u = M^-1 r; r'r, r'u
+        t.run("update", (dinv ? 96.0 : 72.0) * n, [&] {
+          launch_cg_one_reduction_update(n, x, r.data(), u.data(), w.data(), p.data(), sv.data(), dinv, sc, ws,
+                                         totals.data(), s);
+        });
+        product(t);        // w = A u; w'u
+        finish(t, false);  // beta = r'u / r'u_old; p'Ap = w'u - beta r'u / alpha_old; alpha = r'u / p'Ap
+      },
+      [&](int) {
+        start();  // the true residual: its r'r decides, and it is the recurrence's new start when too large
+        CgScalars h;
+        CHECK_CUDA(cudaMemcpyAsync(&h, sc, sizeof h, cudaMemcpyDeviceToHost, s));
+        sums.wait(s);
+        const bool restarted = h.status != kConverged;
+        res.residual_replacements += restarted;
+        return IterationEngine::Confirmation{std::sqrt(h.rr), restarted};
+      });
+}
+
 // One right-hand side (b and x contiguous n-vectors): a general M through the PCG steps, the reference path,
 // the one-launch persistent CG where the operator keeps its layout, else the fused recurrence.
 void cg_column(IterationEngine& e, const LinearOperator& A, const PreconditionerOp* M, const double* b, double* x,
@@ -147,7 +216,13 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
   const SolveOptions& o = e.options();
   const double* dinv = M ? M->inverse_diagonal() : nullptr;
   if (o.vector_ops == VectorOps::thrust) return cg_thrust(e, A, M, b, x, column);
-  if (M && !dinv) return pcg_general(e, A, *M, b, x, 1, column);
+  if (M && !dinv) {
+    if (o.recurrence == CgRecurrence::one_reduction)
+      throw UsageError("the one-reduction recurrence runs with Jacobi or no preconditioner, not " +
+                       std::string(name_of(M->report().kind)));
+    return pcg_general(e, A, *M, b, x, 1, column);
+  }
+  if (e.one_reduction_cg()) return cg_one_reduction(e, A, dinv, b, x, column);
   if (o.persistent != Switch::off) {
     const PersistentCgMatrix* small = persistent_cg_layout(A);
     const PersistentCgView view = small ? small->view() : PersistentCgView{};

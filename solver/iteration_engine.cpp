@@ -25,6 +25,10 @@ void ReductionPolicy::finish_step(KernelTimer& t, MultiCgStep step, int k, CgSca
   });
 }
 
+void ReductionPolicy::sum_step(KernelTimer& t, double* totals, size_t count, cudaStream_t s) {
+  if (ranks_) t.run("sum over ranks", 0.0, [&] { ranks_->allreduce_sum(totals, count, s); });
+}
+
 void ReductionPolicy::sum(double* values, size_t count, cudaStream_t s) {
   if (ranks_) ranks_->allreduce_sum(values, count, s);
 }
@@ -134,8 +138,12 @@ int IterationEngine::batch() const {
 }
 
 bool IterationEngine::graphs() const {
-  // not across ranks: the in-process stand-in's sums wait on the host (NCCL's could be captured)
-  return !reductions_.over_ranks() &&
+  // across ranks where the communicator's calls can be captured (NCCL's; the in-process stand-in's sums wait on
+  // the host) and are not timed (its events would be captured): a batch's launches and collectives then leave the
+  // host as one graph launch. The sums and exchanges never grow their buffers inside a batch: each solver's start
+  // makes its largest sum and its first product before the first batch.
+  const Communicator* ranks = reductions_.communicator();
+  return (!ranks || (ranks->capturable() && !timer_.enabled())) &&
          (options_.graph == Switch::on || (options_.graph == Switch::automatic && !timer_.enabled()));
 }
 
@@ -156,7 +164,13 @@ IterationEngine::Recurrences IterationEngine::recurrences(int k, int first_colum
   return rec;
 }
 
-void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration) {
+bool IterationEngine::one_reduction_cg() const {
+  return options_.recurrence == CgRecurrence::one_reduction ||
+         (options_.recurrence == CgRecurrence::automatic && reductions_.over_ranks());
+}
+
+void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration,
+                          const ConfirmConverged& confirm) {
   const int k = rec.k, batch_size = batch();
   const bool use_graph = graphs();
   result_.used_graph = use_graph;
@@ -169,8 +183,19 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
     timer_.collect();
     bool all_done = true;
     for (int j = 0; j < k; ++j) {
-      if (h[j].iteration != last[j])
-        monitor_.observe(rec.first_column + j, h[j].iteration, std::sqrt(h[j].rr)), last[j] = h[j].iteration;
+      const int column = rec.first_column + j;
+      if (h[j].iteration != last[j]) {
+        double norm = std::sqrt(h[j].rr);
+        if (confirm && h[j].status == kConverged) {
+          const Confirmation c = confirm(column);
+          if (c.restarted) {  // observed at the next read (the restart keeps the iteration count)
+            all_done = false;
+            continue;
+          }
+          norm = c.true_norm;
+        }
+        monitor_.observe(column, h[j].iteration, norm), last[j] = h[j].iteration;
+      }
       all_done &= h[j].done != 0;
     }
     if (all_done || monitor_.all_done()) break;  // (the monitor's: an interrupt)

@@ -54,6 +54,9 @@ class ReductionPolicy {
   // After a step that wrote step_totals(): the sum over the ranks, then the columns finished as the last block
   // would have (one GPU: nothing to do).
   void finish_step(KernelTimer& t, MultiCgStep step, int k, CgScalars* scalars, cudaStream_t s);
+  // A step's totals (count values this rank wrote) summed over the ranks in place, timed as the sum; one GPU:
+  // nothing to do.
+  void sum_step(KernelTimer& t, double* totals, size_t count, cudaStream_t s);
   // Device values summed over the ranks in place (one GPU: nothing to do).
   void sum(double* values, size_t count, cudaStream_t s);
   // The host waits for the stream; on several GPUs through the communicator (its timeout, its errors).
@@ -95,9 +98,20 @@ class IterationEngine {
     int k = 0, first_column = 0;
   };
   Recurrences recurrences(int k, int first_column);
+  // A recurrence that can put the true residual back is asked when its own residual says column j converged:
+  // it gives ||b_j - A x_j||, and restarts from that residual when it lies above the tolerance (restarted: the
+  // column runs on). The monitor then judges the true norm, so no column converges on a drifted recurrence.
+  struct Confirmation {
+    double true_norm = 0;
+    bool restarted = false;
+  };
+  using ConfirmConverged = std::function<Confirmation(int column)>;
   // Runs them to the end: reads their scalars, reports new residuals to the monitor, runs another batch of
   // iteration(t) until every column is done, then gives each column its final status (and the device history).
-  void run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration);
+  void run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration, const ConfirmConverged& confirm = {});
+  // Whether cg runs Chronopoulos & Gear's recurrence (one sum an iteration): asked for, or auto where the sums
+  // cross ranks (SolveOptions::recurrence).
+  bool one_reduction_cg() const;
 
   // Waits for the stream, then fills the result: the wall time since the clock started, the kernel table, the
   // timing overhead, per-column status / iterations / residuals and the history.

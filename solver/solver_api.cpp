@@ -127,6 +127,18 @@ bool host_jacobi(const SolverOptions& o, const CsrMatrix& a) {
   return true;
 }
 
+// The one-reduction recurrence is cg's, with the fused vector operations and Jacobi or none (auto's choice is
+// checked when it is made: solver/cg.cpp). Refused at setup, on either backend.
+void check_recurrence(const SolverOptions& o) {
+  if (o.iteration.recurrence != CgRecurrence::one_reduction) return;
+  if (o.solver != SolverKind::cg || o.iteration.vector_ops == VectorOps::thrust)
+    throw UsageError("the one-reduction recurrence is cg's with the fused vector operations (multi-cg and block-cg "
+                     "keep their own)");
+  if (o.precond != Preconditioner::none && o.precond != Preconditioner::jacobi && o.precond != Preconditioner::automatic)
+    throw UsageError(std::string("the one-reduction recurrence runs with Jacobi or no preconditioner, not ") +
+                     name_of(o.precond));
+}
+
 void require_shape(const char* what, int32_t rows, int32_t cols, int32_t want_rows, int want_cols) {
   if (rows != want_rows || cols != want_cols)
     throw UsageError(std::string(what) + " is " + std::to_string(rows) + " x " + std::to_string(cols) + ", expected " +
@@ -260,6 +272,7 @@ struct Solver::Impl {
 
 Solver::Solver(CsrMatrix a, const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  check_recurrence(options);
   s.options = options;
   s.host = std::make_unique<CsrMatrix>(std::move(a));
   s.global_rows = s.host->rows;
@@ -278,6 +291,7 @@ Solver::Solver(CsrMatrix a, const SolverOptions& options) : impl_(std::make_uniq
 
 Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  check_recurrence(options);
   s.options = options;
   if (options.backend == Backend::host) throw UsageError("a matrix on the device needs the GPU backend");
   std::string why;
@@ -308,6 +322,7 @@ Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std:
 Solver::Solver(RankBlocks share, int32_t global_rows, Communicator& comm, const SolverOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  check_recurrence(options);
   if (const std::string why = several_gpus_refusal(options); !why.empty()) throw UsageError(why);
   if (share.row_begin < 0 || share.row_end < share.row_begin || share.row_end > global_rows)
     throw UsageError("rank " + std::to_string(comm.rank()) + "'s rows " + std::to_string(share.row_begin) + ".." +

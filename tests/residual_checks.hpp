@@ -35,4 +35,21 @@ inline void expect_true_residual(const CsrMatrix& a, const DenseBlock& b, const 
   }
 }
 
+// The rounding bound of a computed ||b_j - A x_j||, per column: each row's sum carries at most (entries + 1) eps
+// (|A| |x| + |b|), so a residual the device computed and the host's differ by at most twice this.
+inline std::vector<double> residual_rounding(const CsrMatrix& a, const DenseBlock& x, const DenseBlock& b) {
+  std::vector<double> out(static_cast<size_t>(x.cols), 0.0);
+  for (int j = 0; j < x.cols; ++j) {
+    double sq = 0;
+    for (int32_t i = 0; i < a.rows; ++i) {
+      double row = std::abs(b.at(i, j));
+      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) row += std::abs(a.values[q] * x.at(a.col_idx[q], j));
+      row *= (a.row_ptr[i + 1] - a.row_ptr[i] + 1) * std::numeric_limits<double>::epsilon();
+      sq += row * row;
+    }
+    out[static_cast<size_t>(j)] = std::sqrt(sq);
+  }
+  return out;
+}
+
 }  // namespace spcg::test

@@ -37,9 +37,11 @@
 #include "spcg/spcg.hpp"
 #include "sparse/eigen_bridge.hpp"
 #include "sparse/problem.hpp"
+#include "tests/residual_checks.hpp"
 #include "tests/test_util.hpp"
 
 using namespace spcg;
+using spcg::test::residual_rounding;
 
 namespace {
 
@@ -197,22 +199,6 @@ double max_relative_difference(const DenseBlock& x, const DenseBlock& ref) {
   return den > 0 ? num / den : num;
 }
 
-// The rounding bound of a computed ||b - A x||: each row's sum carries at most (entries + 1) eps (|A| |x| + |b|).
-std::vector<double> residual_rounding(const CsrMatrix& a, const DenseBlock& x, const DenseBlock& b) {
-  std::vector<double> out(static_cast<size_t>(x.cols), 0.0);
-  for (int j = 0; j < x.cols; ++j) {
-    double sq = 0;
-    for (int32_t i = 0; i < a.rows; ++i) {
-      double row = std::abs(b.at(i, j));
-      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) row += std::abs(a.values[q] * x.at(a.col_idx[q], j));
-      row *= (a.row_ptr[i + 1] - a.row_ptr[i] + 1) * std::numeric_limits<double>::epsilon();
-      sq += row * row;
-    }
-    out[static_cast<size_t>(j)] = std::sqrt(sq);
-  }
-  return out;
-}
-
 // Every solver x none/Jacobi x 1, 2, 3, 5 ranks against the one-GPU solve of the same system: every column
 // converges, the host's ||b - A x|| / ||b|| meets the tolerance, the ranks' own true residual is the host's to
 // the rounding of computing it, the solution agrees with one GPU's to the accuracy the tolerance leaves, and
@@ -230,44 +216,55 @@ TEST_F(GpuRanks, SolvesMatchOneGpu) {
         const SolverOptions o = options_for(kind, pc, k);
         DenseBlock x1;
         std::vector<int> fewest(static_cast<size_t>(k), 1 << 30), most(static_cast<size_t>(k), 0);
-        for (const char* kernel : {"auto", "csr-scalar", "coo"}) {
-          SolverOptions ok = o;
-          ok.kernel = kernel;
-          Solver one(CsrMatrix(a), ok);
-          DenseBlock x;
-          const SolveResult r1 = one.solve(RhsKind::random, k, 11, x);
-          ASSERT_TRUE(r1.all_converged()) << name << " " << kernel;
-          for (int j = 0; j < k; ++j) {
-            fewest[static_cast<size_t>(j)] = std::min(fewest[static_cast<size_t>(j)], r1.columns[j].iterations);
-            most[static_cast<size_t>(j)] = std::max(most[static_cast<size_t>(j)], r1.columns[j].iterations);
+        // cg's spread covers both recurrences (on ranks auto takes the one-reduction one)
+        const std::vector<CgRecurrence> recurrences =
+            kind == SolverKind::cg ? std::vector<CgRecurrence>{CgRecurrence::classic, CgRecurrence::one_reduction}
+                                   : std::vector<CgRecurrence>{CgRecurrence::automatic};
+        for (const char* kernel : {"auto", "csr-scalar", "coo"})
+          for (const CgRecurrence rec : recurrences) {
+            SolverOptions ok = o;
+            ok.kernel = kernel, ok.iteration.recurrence = rec;
+            Solver one(CsrMatrix(a), ok);
+            DenseBlock x;
+            const SolveResult r1 = one.solve(RhsKind::random, k, 11, x);
+            ASSERT_TRUE(r1.all_converged()) << name << " " << kernel << " " << name_of(rec);
+            for (int j = 0; j < k; ++j) {
+              fewest[static_cast<size_t>(j)] = std::min(fewest[static_cast<size_t>(j)], r1.columns[j].iterations);
+              most[static_cast<size_t>(j)] = std::max(most[static_cast<size_t>(j)], r1.columns[j].iterations);
+            }
+            if (x1.data.empty()) x1 = x;
           }
-          if (x1.data.empty()) x1 = x;
-        }
         const DenseBlock b = make_rhs("random", a.rows, k, 11);
-        for (const int size : {1, 2, 3, 5}) {
-          const std::string what = name + " " + name_of(kind) + " " + name_of(pc) + " on " + std::to_string(size) + " ranks";
-          const RanksOutcome got = solve_on_ranks(a, size, o, k, 11);
-          ASSERT_TRUE(got.rank0.all_converged()) << what;
-          ASSERT_EQ(got.rank0.columns.size(), static_cast<size_t>(k)) << what;
-          const std::vector<double> rel = relative_residuals(a, got.x, b), rounding = residual_rounding(a, got.x, b);
-          for (int j = 0; j < k; ++j) {
-            EXPECT_LE(rel[j], 1e-9) << what << " column " << j;
-            const ColumnResult& c = got.rank0.columns[j];
-            // to the rounding of computing it (the half-of-itself slack that block-cg on powerlaw:500 once needed
-            // was ||b|| summed before a reduction counter's zero had landed: DeviceArray::zero)
-            EXPECT_NEAR(c.true_residual / c.b_norm, rel[j], 2 * rounding[j] / c.b_norm) << what << " column " << j;
-            // Block CG without a preconditioner on these ill-conditioned systems: its count is not held here. One
-            // GPU's kernels alone move it (bcsstk01 74-93, jump3d:6 103-214), and on ranks it stalls into the
-            // multi-cg fallback in some runs (bcsstk01 on 3 ranks: 475-669; open, docs/perf-notes.md); it still
-            // converges to the same solution, which the checks above and below hold.
-            if (kind == SolverKind::block_cg && pc == Preconditioner::none && name != "poisson2d:24") continue;
-            const int lo = fewest[static_cast<size_t>(j)], hi = most[static_cast<size_t>(j)];
-            const int slack = std::max(3, hi / 10);
-            EXPECT_GE(c.iterations, lo - slack) << what << " column " << j << ": one GPU took " << lo << ".." << hi;
-            EXPECT_LE(c.iterations, hi + slack) << what << " column " << j << ": one GPU took " << lo << ".." << hi;
+        for (const int size : {1, 2, 3, 5})
+          for (const CgRecurrence rec : recurrences) {
+            SolverOptions orank = o;
+            orank.iteration.recurrence = rec == CgRecurrence::one_reduction ? CgRecurrence::automatic : CgRecurrence::classic;
+            if (kind != SolverKind::cg) orank.iteration.recurrence = CgRecurrence::automatic;
+            const std::string what = name + " " + name_of(kind) + " " + name_of(pc) + " " +
+                                     name_of(orank.iteration.recurrence) + " on " + std::to_string(size) + " ranks";
+            const RanksOutcome got = solve_on_ranks(a, size, orank, k, 11);
+            EXPECT_EQ(got.rank0.used_one_reduction, kind == SolverKind::cg && orank.iteration.recurrence == CgRecurrence::automatic) << what;
+            ASSERT_TRUE(got.rank0.all_converged()) << what;
+            ASSERT_EQ(got.rank0.columns.size(), static_cast<size_t>(k)) << what;
+            const std::vector<double> rel = relative_residuals(a, got.x, b), rounding = residual_rounding(a, got.x, b);
+            for (int j = 0; j < k; ++j) {
+              EXPECT_LE(rel[j], 1e-9) << what << " column " << j;
+              const ColumnResult& c = got.rank0.columns[j];
+              // to the rounding of computing it (the half-of-itself slack that block-cg on powerlaw:500 once needed
+              // was ||b|| summed before a reduction counter's zero had landed: DeviceArray::zero)
+              EXPECT_NEAR(c.true_residual / c.b_norm, rel[j], 2 * rounding[j] / c.b_norm) << what << " column " << j;
+              // Block CG without a preconditioner on these ill-conditioned systems: its count is not held here. One
+              // GPU's kernels alone move it (bcsstk01 74-93, jump3d:6 103-214), and on ranks it stalls into the
+              // multi-cg fallback in some runs (bcsstk01 on 3 ranks: 475-669; open, docs/perf-notes.md); it still
+              // converges to the same solution, which the checks above and below hold.
+              if (kind == SolverKind::block_cg && pc == Preconditioner::none && name != "poisson2d:24") continue;
+              const int lo = fewest[static_cast<size_t>(j)], hi = most[static_cast<size_t>(j)];
+              const int slack = std::max(3, hi / 10);
+              EXPECT_GE(c.iterations, lo - slack) << what << " column " << j << ": one GPU took " << lo << ".." << hi;
+              EXPECT_LE(c.iterations, hi + slack) << what << " column " << j << ": one GPU took " << lo << ".." << hi;
+            }
+            EXPECT_LE(max_relative_difference(got.x, x1), 1e-6) << what;
           }
-          EXPECT_LE(max_relative_difference(got.x, x1), 1e-6) << what;
-        }
       }
 }
 
@@ -351,6 +348,33 @@ TEST_F(GpuRanks, DeterministicSolvesRepeatBitForBit) {
   EXPECT_EQ(single.rank0.columns[0].iterations, r1.columns[0].iterations);
   EXPECT_EQ(std::memcmp(single.x.data.data(), x1.data.data(), x1.data.size() * sizeof(double)), 0)
       << "one rank differs from one GPU's multi-cg";
+}
+
+// cg on ranks sums once an iteration (auto's one-reduction recurrence): deterministic runs repeat bit for bit on
+// a rank count, one rank gives one GPU's one-reduction bits (the sum over one rank is the identity), and 3 ranks
+// take the iterations of one GPU's within the spread rounding gives.
+TEST_F(GpuRanks, OneReductionCgRepeatsBitForBitAndOneRankIsOneGpu) {
+  const CsrMatrix a = generate("jump3d:7");
+  for (const Preconditioner pc : {Preconditioner::none, Preconditioner::jacobi}) {
+    const SolverOptions o = options_for(SolverKind::cg, pc, 1, /*deterministic=*/true);
+    for (const int size : {1, 3}) {
+      const RanksOutcome first = solve_on_ranks(a, size, o, 1, 5), second = solve_on_ranks(a, size, o, 1, 5);
+      ASSERT_TRUE(first.rank0.all_converged()) << name_of(pc) << " " << size << " ranks";
+      EXPECT_TRUE(first.rank0.used_one_reduction);
+      EXPECT_EQ(std::memcmp(first.x.data.data(), second.x.data.data(), first.x.data.size() * sizeof(double)), 0)
+          << name_of(pc) << " " << size << " ranks: two runs differ";
+    }
+    SolverOptions one_gpu = o;
+    one_gpu.iteration.recurrence = CgRecurrence::one_reduction;
+    Solver one(CsrMatrix(a), one_gpu);
+    DenseBlock x1;
+    const SolveResult r1 = one.solve(RhsKind::random, 1, 5, x1);
+    ASSERT_TRUE(r1.used_one_reduction);
+    const RanksOutcome single = solve_on_ranks(a, 1, o, 1, 5);
+    EXPECT_EQ(single.rank0.columns[0].iterations, r1.columns[0].iterations) << name_of(pc);
+    EXPECT_EQ(std::memcmp(single.x.data.data(), x1.data.data(), x1.data.size() * sizeof(double)), 0)
+        << name_of(pc) << ": one rank differs from one GPU's one-reduction cg";
+  }
 }
 
 // A rank whose rows fail the checks (a negative diagonal) throws InputError naming the global row; the others,

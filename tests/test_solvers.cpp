@@ -36,6 +36,17 @@ class GpuSolver : public spcg::test::GpuTest {
   };
   Run run(const std::string& solver, const CsrMatrix& a, const DenseBlock& b, SolveOptions o,
           const std::string& kernel = "auto", const DenseBlock* x0 = nullptr, bool jacobi = false) {
+    const std::unique_ptr<PreconditionerOp> m = jacobi ? make_jacobi(jacobi_inverse_diagonal(a)) : nullptr;
+    return run_with(solver, a, b, o, m.get(), kernel, x0);
+  }
+  // cg with Jacobi's fused form on a given inverse diagonal (a planted one: not positive, or of |A|'s diagonal)
+  Run run_with_dinv(const CsrMatrix& a, const DenseBlock& b, SolveOptions o, const std::vector<double>& dinv,
+                    const DenseBlock* x0 = nullptr) {
+    const std::unique_ptr<PreconditionerOp> m = make_jacobi(dinv);
+    return run_with("cg", a, b, o, m.get(), "auto", x0);
+  }
+  Run run_with(const std::string& solver, const CsrMatrix& a, const DenseBlock& b, SolveOptions o,
+               const PreconditionerOp* m, const std::string& kernel, const DenseBlock* x0) {
     OperatorOptions oo;
     oo.expected_k = b.cols;
     oo.deterministic = o.deterministic;
@@ -43,9 +54,8 @@ class GpuSolver : public spcg::test::GpuTest {
     DeviceBlock B(b.rows, b.cols), X(b.rows, b.cols);
     B.values.upload(b.data);
     X.values.upload(x0 ? x0->data : HostVector<double>(b.data.size(), 0.0));
-    const std::unique_ptr<PreconditionerOp> m = jacobi ? make_jacobi(jacobi_inverse_diagonal(a)) : nullptr;
     Run r;
-    r.result = solve(parse_option<SolverKind>(solver).value(), *op, m.get(), B, X, o);
+    r.result = solve(parse_option<SolverKind>(solver).value(), *op, m, B, X, o);
     r.x = DenseBlock(b.rows, b.cols);
     r.x.data = X.values.download<HostVector<double>>();
     return r;
@@ -89,11 +99,13 @@ TEST_F(GpuSolver, CgMatchesEigenOnGeneratedAndRealMatrices) {
   for (const char* f : {"fv1.mtx", "bcsstk01.mtx", "nos4.mtx", "lap2D_5pt_n100.mtx"})
     systems.emplace_back(f, read_matrix_market(spcg::test::input(f)).matrix);
   for (const auto& [name, a] : systems)
-    for (const std::string vops : {"fused", "thrust"}) {
+    for (const std::string vops : {"fused", "thrust", "one-reduction"}) {
       const DenseBlock b = random_block(a.rows, 1, 3);
       SolveOptions o = options(1e-8);
-      o.vector_ops = parse_option<VectorOps>(vops).value();
+      if (vops == "one-reduction") o.recurrence = CgRecurrence::one_reduction;
+      else o.vector_ops = parse_option<VectorOps>(vops).value();
       const auto r = run("cg", a, b, o);
+      EXPECT_EQ(r.result.used_one_reduction, vops == "one-reduction") << name;
       expect_matches_eigen(a, b, r.x, r.result, 1e-8, true, name + " " + vops);
       EXPECT_LE(r.result.columns[0].true_residual / r.result.columns[0].b_norm, 20 * 1e-8);
     }
@@ -168,36 +180,47 @@ TEST_F(GpuSolver, PersistentCgMatchesGraphPathAndResumesAcrossLaunches) {
 }
 
 TEST_F(GpuSolver, JacobiPreconditionedCg) {
-  CsrMatrix a = read_matrix_market(spcg::test::input("bcsstk01.mtx")).matrix;
-  const DenseBlock b = random_block(a.rows, 1, 4);
-  const auto r = run("cg", a, b, options(1e-10), "auto", nullptr, true);
-  const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, true);
-  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
-  EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows));
-  EXPECT_LT(relative_residuals(a, r.x, b)[0], 1e-8);
+  for (const char* f : {"bcsstk01.mtx", "nos4.mtx", "fv1.mtx"})
+    for (const CgRecurrence rec : {CgRecurrence::classic, CgRecurrence::one_reduction}) {
+      const std::string what = std::string(f) + " " + name_of(rec);
+      CsrMatrix a = read_matrix_market(spcg::test::input(f)).matrix;
+      const DenseBlock b = random_block(a.rows, 1, 4);
+      SolveOptions o = options(1e-10);
+      o.recurrence = rec;
+      const auto r = run("cg", a, b, o, "auto", nullptr, true);
+      const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, true);
+      EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged) << what;
+      EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows)) << what;
+      EXPECT_LT(relative_residuals(a, r.x, b)[0], 1e-8) << what;
+    }
 }
 
 TEST_F(GpuSolver, ZeroRightHandSideAndExactInitialGuess) {
   const CsrMatrix a = poisson2d_5pt(16);
-  const DenseBlock zero(a.rows, 1, 0.0);
-  auto r = run("cg", a, zero, options(1e-8));
-  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
-  EXPECT_EQ(r.result.columns[0].iterations, 0);
-  for (double v : r.x.data) EXPECT_EQ(v, 0.0);
-  // x0 = the exact solution (from Eigen): converged at iteration 0.
-  const DenseBlock b = random_block(a.rows, 1, 5);
-  const HostSolveResult e = eigen_cg(a, b, 1e-14, 20000, false);
-  r = run("cg", a, b, options(1e-8), "auto", &e.x);
-  EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged);
-  EXPECT_EQ(r.result.columns[0].iterations, 0);
+  for (const CgRecurrence rec : {CgRecurrence::classic, CgRecurrence::one_reduction}) {
+    SolveOptions o = options(1e-8);
+    o.recurrence = rec;
+    const DenseBlock zero(a.rows, 1, 0.0);
+    auto r = run("cg", a, zero, o);
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged) << name_of(rec);
+    EXPECT_EQ(r.result.columns[0].iterations, 0) << name_of(rec);
+    for (double v : r.x.data) EXPECT_EQ(v, 0.0);
+    // x0 = the exact solution (from Eigen): converged at iteration 0.
+    const DenseBlock b = random_block(a.rows, 1, 5);
+    const HostSolveResult e = eigen_cg(a, b, 1e-14, 20000, false);
+    r = run("cg", a, b, o, "auto", &e.x);
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged) << name_of(rec);
+    EXPECT_EQ(r.result.columns[0].iterations, 0) << name_of(rec);
+  }
 }
 
 TEST_F(GpuSolver, MaxIterationsStatus) {
   const CsrMatrix a = poisson3d_7pt(16);
   const DenseBlock b = random_block(a.rows, 1, 6);
-  for (const std::string vops : {"fused", "thrust"}) {
+  for (const std::string vops : {"fused", "thrust", "one-reduction"}) {
     SolveOptions o = options(1e-12, 7);
-    o.vector_ops = parse_option<VectorOps>(vops).value();
+    if (vops == "one-reduction") o.recurrence = CgRecurrence::one_reduction;
+    else o.vector_ops = parse_option<VectorOps>(vops).value();
     const auto r = run("cg", a, b, o);
     EXPECT_EQ(r.result.columns[0].status, ColumnStatus::max_iterations) << vops;
     EXPECT_EQ(r.result.columns[0].iterations, 7) << vops;
@@ -207,10 +230,12 @@ TEST_F(GpuSolver, MaxIterationsStatus) {
 TEST_F(GpuSolver, IndefiniteAndNegativeDefiniteNeverReportFalseConvergence) {
   SPCG_REQUIRE_MATRICES("nonspd");  // reads nonspd/
   for (const char* f : {"bfwb62.mtx", "bcsstm34_Boeing.mtx"})
-    for (const std::string solver : {"cg", "multi-cg", "block-cg"}) {
+    for (const std::string solver : {"cg", "cg one-reduction", "multi-cg", "block-cg"}) {
       const CsrMatrix a = read_matrix_market(spcg::test::matrix_dir() + "/nonspd/" + f).matrix;
-      const DenseBlock b = random_block(a.rows, solver == "cg" ? 1 : 3, 8);
-      const auto r = run(solver, a, b, options(1e-10, 5000));
+      const DenseBlock b = random_block(a.rows, solver.substr(0, 2) == "cg" ? 1 : 3, 8);
+      SolveOptions o = options(1e-10, 5000);
+      if (solver == "cg one-reduction") o.recurrence = CgRecurrence::one_reduction;
+      const auto r = run(solver.substr(0, solver.find(' ')), a, b, o);
       const std::vector<double> rel = relative_residuals(a, r.x, b);
       for (int j = 0; j < b.cols; ++j) {
         const auto st = r.result.columns[j].status;
@@ -225,14 +250,15 @@ TEST_F(GpuSolver, IndefiniteAndNegativeDefiniteNeverReportFalseConvergence) {
 TEST_F(GpuSolver, DeterministicModeIsBitwiseRepeatable) {
   const CsrMatrix a = powerlaw_spd(20000, 2);
   const DenseBlock b = random_block(a.rows, 1, 7);
-  for (const std::string kernel : {"csr-merge", "csr-adaptive", "coo", "csr-vector", "hyb"}) {
-    SolveOptions o = options(1e-10);
-    o.deterministic = true;
-    const auto r1 = run("cg", a, b, o, kernel), r2 = run("cg", a, b, o, kernel);
-    ASSERT_EQ(r1.x.data.size(), r2.x.data.size());
-    EXPECT_EQ(std::memcmp(r1.x.data.data(), r2.x.data.data(), r1.x.data.size() * sizeof(double)), 0) << kernel;
-    EXPECT_EQ(r1.result.columns[0].iterations, r2.result.columns[0].iterations) << kernel;
-  }
+  for (const std::string kernel : {"csr-merge", "csr-adaptive", "coo", "csr-vector", "hyb"})
+    for (const CgRecurrence rec : {CgRecurrence::classic, CgRecurrence::one_reduction}) {
+      SolveOptions o = options(1e-10);
+      o.deterministic = true, o.recurrence = rec;
+      const auto r1 = run("cg", a, b, o, kernel), r2 = run("cg", a, b, o, kernel);
+      ASSERT_EQ(r1.x.data.size(), r2.x.data.size());
+      EXPECT_EQ(std::memcmp(r1.x.data.data(), r2.x.data.data(), r1.x.data.size() * sizeof(double)), 0) << kernel << " " << name_of(rec);
+      EXPECT_EQ(r1.result.columns[0].iterations, r2.result.columns[0].iterations) << kernel << " " << name_of(rec);
+    }
   // The block solvers' Gram, norm and update reductions are fixed-order as well.
   const DenseBlock b4 = random_block(a.rows, 4, 8);
   for (const std::string solver : {"multi-cg", "block-cg"}) {
@@ -631,6 +657,15 @@ constexpr double kEps = std::numeric_limits<double>::epsilon();
 
 using spcg::test::HostOperator;
 
+// 1 / |a_ii| (or sign / |a_ii|): a positive (negative) inverse diagonal whatever A's signs.
+std::vector<double> inverse_abs_diagonal(const CsrMatrix& a, double sign = 1.0) {
+  std::vector<double> d(static_cast<size_t>(a.rows), 0.0);
+  for (int32_t i = 0; i < a.rows; ++i)
+    for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
+      if (a.col_idx[q] == i) d[static_cast<size_t>(i)] = sign / std::abs(a.values[q]);
+  return d;
+}
+
 CsrMatrix negated(CsrMatrix a) {
   for (double& v : a.values) v = -v;
   return a;
@@ -651,15 +686,19 @@ TEST_F(GpuSolver, NegativeDefiniteBreaksDownAtTheFirstStepOnEveryPath) {
     VectorOps ops;
     Switch persistent;
     bool jacobi;
+    CgRecurrence recurrence = CgRecurrence::classic;
   };
   for (const Path& p : {Path{"cg fused", "cg", VectorOps::fused, Switch::off, false},
                         Path{"cg persistent", "cg", VectorOps::fused, Switch::on, false},
                         Path{"cg thrust", "cg", VectorOps::thrust, Switch::off, false},
+                        Path{"cg one-reduction", "cg", VectorOps::fused, Switch::off, false, CgRecurrence::one_reduction},
+                        Path{"cg one-reduction jacobi", "cg", VectorOps::fused, Switch::off, true, CgRecurrence::one_reduction},
                         Path{"multi-cg", "multi-cg", VectorOps::fused, Switch::off, false},
                         Path{"block-cg", "block-cg", VectorOps::fused, Switch::off, false}}) {
     SolveOptions o = options(1e-8, 500);
-    o.vector_ops = p.ops, o.persistent = p.persistent;
-    const auto r = run(p.solver, a, b, o, "auto", &x0, p.jacobi);
+    o.vector_ops = p.ops, o.persistent = p.persistent, o.recurrence = p.recurrence;
+    // (a negative definite A has a negative diagonal: Jacobi from it would be refused; D^-1 of -A is positive)
+    const auto r = p.jacobi ? run_with_dinv(a, b, o, inverse_abs_diagonal(a), &x0) : run(p.solver, a, b, o, "auto", &x0);
     ASSERT_EQ(r.result.columns.size(), 3u) << p.name;
     EXPECT_FALSE(r.result.all_converged()) << p.name;
     for (int j = 0; j < 3; ++j) {
@@ -843,4 +882,61 @@ TEST_F(GpuSolver, KernelsWithoutAFusedDotTakeTheSeparateDot) {
       expect_true_residual(a, b, x, 1e-9, kernel + " chebyshev " + name_of(solver));
     }
   }
+}
+
+// The one-reduction recurrence's own stops: a planted negative M (r'M^-1 r < 0 at the start) stops it as
+// precond_not_positive before any step (x stays x0); with a tolerance below what rounding lets b - A x reach, its
+// recursive residual says converged while the true one does not, and every such claim is checked: the true
+// residual replaces the recursive one (counted), and the column ends at the iteration limit, never converged;
+// at a reachable tight tolerance on ill-conditioned files it converges with the host's ||b - A x|| within it.
+TEST_F(GpuSolver, OneReductionChecksItsConvergenceAndItsPreconditioner) {
+  SolveOptions o = options(1e-8, 500);
+  o.recurrence = CgRecurrence::one_reduction;
+  {
+    const CsrMatrix a = poisson2d_5pt(20);
+    const DenseBlock b = random_block(a.rows, 1, 71), x0 = random_block(a.rows, 1, 72);
+    const auto r = run_with_dinv(a, b, o, inverse_abs_diagonal(a, -1.0), &x0);
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::precond_not_positive) << to_string(r.result.columns[0].status);
+    EXPECT_EQ(r.result.columns[0].iterations, 0);
+    for (size_t e = 0; e < x0.data.size(); ++e) ASSERT_EQ(r.x.data[e], x0.data[e]) << "x moved at entry " << e;
+  }
+  for (const char* f : {"bcsstk01.mtx", "nos4.mtx"}) {
+    const CsrMatrix a = read_matrix_market(spcg::test::input(f)).matrix;
+    const DenseBlock b = random_block(a.rows, 1, 73);
+    SolveOptions unreachable = options(1e-18, 40 * a.rows);
+    unreachable.recurrence = CgRecurrence::one_reduction;
+    const auto r = run("cg", a, b, unreachable);
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::max_iterations) << f << ": " << to_string(r.result.columns[0].status);
+    EXPECT_GE(r.result.residual_replacements, 1) << f;
+    for (double v : r.x.data) ASSERT_TRUE(std::isfinite(v)) << f;
+    SolveOptions tight = options(1e-10, 40 * a.rows);
+    tight.recurrence = CgRecurrence::one_reduction;
+    const auto t = run("cg", a, b, tight);
+    ASSERT_EQ(t.result.columns[0].status, ColumnStatus::converged) << f << ": " << to_string(t.result.columns[0].status);
+    // the device's ||b - A x|| judged it; the host's differs by the rounding of computing it
+    EXPECT_LE(relative_residuals(a, t.x, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(a, t.x, b)[0] / t.result.columns[0].b_norm) << f;
+  }
+}
+
+// The one-reduction recurrence is cg's with Jacobi or none: a general preconditioner, multi-cg and block-cg,
+// and the Thrust path refuse it by name.
+TEST_F(GpuSolver, OneReductionRefusesWhatItDoesNotRun) {
+  const CsrMatrix a = poisson2d_5pt(12);
+  SolverOptions o;
+  o.iteration.recurrence = CgRecurrence::one_reduction;
+  o.precond = Preconditioner::chebyshev;
+  DenseBlock x;
+  try {
+    Solver(CsrMatrix(a), o).solve(RhsKind::ones, 1, 0, x);
+    ADD_FAILURE() << "chebyshev with one-reduction solved";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("Jacobi or no preconditioner, not chebyshev"), std::string::npos) << e.what();
+  }
+  o.precond = Preconditioner::jacobi;
+  for (const SolverKind kind : {SolverKind::multi_cg, SolverKind::block_cg}) {
+    o.solver = kind;
+    EXPECT_THROW(Solver(CsrMatrix(a), o).solve(RhsKind::ones, 2, 0, x), UsageError) << name_of(kind);
+  }
+  o.solver = SolverKind::cg, o.iteration.vector_ops = VectorOps::thrust;
+  EXPECT_THROW(Solver(CsrMatrix(a), o).solve(RhsKind::ones, 1, 0, x), UsageError);
 }

@@ -6,18 +6,11 @@
 #include <cmath>
 
 #include "kernels/solver_ops/cg_ops.hpp"
+#include "kernels/solver_ops/cg_status.cuh"
 #include "kernels/solver_ops/reductions.cuh"
 
 namespace spcg {
 namespace {
-
-__device__ void set_status(CgScalars* s, double rr) {
-  if (s->history && s->iteration < s->history_capacity) s->history[s->iteration] = rr;
-  if (!isfinite(rr)) s->status = kNonFinite;
-  else if (rr <= s->tol2) s->status = kConverged;
-  else if (s->iteration >= s->max_iterations) s->status = kMaxIterations;
-  s->done = s->status != kRunning;
-}
 
 // The column tails of the multi-cg steps, run by the last block of a fused kernel on one GPU, or by
 // multi_cg_finish_kernel after the totals were summed over the ranks (several GPUs).

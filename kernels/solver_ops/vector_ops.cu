@@ -33,6 +33,15 @@ __global__ void sum_over_ranks_kernel(const double* const* __restrict__ inputs, 
   }
 }
 
+// out[i] = sum over r of gathered[r * count + i], in rank order (NCCL's all-gather, then this).
+__global__ void sum_gathered_kernel(const double* __restrict__ gathered, int ranks, size_t count, double* __restrict__ out) {
+  for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x) {
+    double s = gathered[i];
+    for (int r = 1; r < ranks; ++r) s += gathered[r * count + i];
+    out[i] = s;
+  }
+}
+
 // out[i] = x[rows[i]] (the distributed operator's send buffer).
 __global__ void gather_kernel(const int32_t* __restrict__ rows, int64_t count, int k, const double* __restrict__ x,
                               double* __restrict__ out) {
@@ -137,6 +146,13 @@ void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count,
   sum_over_ranks_kernel<<<reduction_blocks(static_cast<int64_t>(count)), VectorTuning::threads, 0, s>>>(inputs, ranks,
                                                                                                        count, out);
   CHECK_LAUNCH("sum-over-ranks");
+}
+
+void launch_sum_gathered(const double* gathered, int ranks, size_t count, double* out, cudaStream_t s) {
+  if (count == 0 || ranks == 0) return;
+  sum_gathered_kernel<<<reduction_blocks(static_cast<int64_t>(count)), VectorTuning::threads, 0, s>>>(gathered, ranks,
+                                                                                                     count, out);
+  CHECK_LAUNCH("sum-gathered");
 }
 
 void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s, int k) {

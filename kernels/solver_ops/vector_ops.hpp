@@ -35,6 +35,9 @@ void launch_row_scale(int64_t n, int k, const double* dinv, const double* x, dou
 // out[i] = inputs[0][i] + inputs[1][i] + ... in rank order (inputs: a device array of `ranks` device pointers).
 void launch_sum_over_ranks(const double* const* inputs, int ranks, size_t count, double* out, cudaStream_t s);
 
+// out[i] = gathered[i] + gathered[count + i] + ... over `ranks` slices of `count` values, in rank order.
+void launch_sum_gathered(const double* gathered, int ranks, size_t count, double* out, cudaStream_t s);
+
 // out[i * k + j] = x[rows[i] * k + j], i < count, j < k: rows of an n x k row-major block.
 void launch_gather(const int32_t* rows, int64_t count, const double* x, double* out, cudaStream_t s, int k = 1);
 

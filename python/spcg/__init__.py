@@ -294,7 +294,7 @@ class SolveResult:
     per-kernel table (KernelStat each; empty on the host). preconditioner: PreconditionerReport or None (none,
     or the host backend, whose Jacobi has no report). history: per column [(iteration, ||r||)] when
     keep_history=True (the GPU backend; the host backend keeps none). operator_applies, operator_columns,
-    used_graph, used_persistent, fallback_columns, fallback_reason, timing_overhead_ms: as in the C++ SolveResult.
+    used_graph, used_persistent, used_one_reduction, residual_replacements, fallback_columns, fallback_reason, timing_overhead_ms: as in the C++ SolveResult.
     interrupted: the solve ended at Ctrl-C (status "interrupted"; KeyboardInterrupt carries this result).
     call_ms: the wall time of the library's Solver::solve call (what a C++ caller pays; the rest of a
     Python call's time is Python's).
@@ -319,6 +319,8 @@ class SolveResult:
         self.operator_columns = d["operator_columns"]
         self.used_graph = d["used_graph"]
         self.used_persistent = d["used_persistent"]
+        self.used_one_reduction = d["used_one_reduction"]
+        self.residual_replacements = d["residual_replacements"]
         self.fallback_columns = d["fallback_columns"]
         self.fallback_reason = d["fallback_reason"]
         self.call_ms = d["call_ms"]
@@ -392,8 +394,8 @@ class SolveResult:
 _OPTION_NAMES = (
     "backend", "expected_columns", "check_matrix", "name", "timing", "block_size", "cheb_degree", "cheb_ratio",
     "amg_theta", "amg_prolongator", "amg_smoother", "amg_sweeps", "amg_p_smoothings", "amg_omega",
-    "amg_coarse_rows", "vector_ops", "check_every", "graph", "persistent", "deterministic", "keep_history",
-    "stagnation",
+    "amg_coarse_rows", "vector_ops", "check_every", "graph", "persistent", "recurrence", "deterministic",
+    "keep_history", "stagnation",
 )
 
 
@@ -460,8 +462,9 @@ class Solver:
       amg_sweeps [{_DEFAULTS["amg_sweeps"]}], amg_p_smoothings [{_DEFAULTS["amg_p_smoothings"]}], amg_omega [{_DEFAULTS["amg_omega"]:.4g}],
       amg_coarse_rows [{_DEFAULTS["amg_coarse_rows"]}]: smoothed-aggregation AMG (as the CLI's --amg-* options).
       vector_ops ["{_DEFAULTS["vector_ops"]}"], check_every [{_DEFAULTS["check_every"]}], graph ["{_DEFAULTS["graph"]}"],
-      persistent ["{_DEFAULTS["persistent"]}"], deterministic [{_DEFAULTS["deterministic"]}], stagnation [{_DEFAULTS["stagnation"]}]:
-          the iteration (as the CLI's options of the same names).
+      persistent ["{_DEFAULTS["persistent"]}"], recurrence ["{_DEFAULTS["recurrence"]}"], deterministic [{_DEFAULTS["deterministic"]}],
+      stagnation [{_DEFAULTS["stagnation"]}]: the iteration (as the CLI's options of the same names; recurrence
+          "one-reduction": cg with Jacobi or none sums once an iteration).
       keep_history [{_DEFAULTS["keep_history"]}]: keep each column's residual history (result.history, what
           result.plot() draws; the GPU backend keeps one, the host backend none).
 

@@ -213,6 +213,7 @@ py::dict result_to_python(const SolveResult& r) {
   d["solve_ms"] = r.solve_ms, d["vectors_ms"] = r.vectors_ms, d["timing_overhead_ms"] = r.timing_overhead_ms;
   d["operator_applies"] = r.operator_applies, d["operator_columns"] = r.operator_columns;
   d["used_graph"] = r.used_graph, d["used_persistent"] = r.used_persistent;
+  d["used_one_reduction"] = r.used_one_reduction, d["residual_replacements"] = r.residual_replacements;
   d["fallback_columns"] = r.fallback_columns, d["fallback_reason"] = r.fallback_reason;
   d["history"] = r.history;
   d["all_converged"] = r.all_converged();
@@ -251,6 +252,7 @@ SolverOptions options_from_python(const py::dict& d) {
     else if (key == "check_every") it.check_every = v.cast<int>();
     else if (key == "graph") it.graph = option_value<Switch>(v, "graph");
     else if (key == "persistent") it.persistent = option_value<Switch>(v, "persistent");
+    else if (key == "recurrence") it.recurrence = option_value<CgRecurrence>(v, "recurrence");
     else if (key == "deterministic") it.deterministic = v.cast<bool>();
     else if (key == "keep_history") it.keep_history = v.cast<bool>();
     else if (key == "stagnation") it.stagnation_window = v.cast<int>();
@@ -280,7 +282,7 @@ py::dict default_options() {
   d["expected_columns"] = o.expected_columns, d["check_matrix"] = o.check_matrix;
   d["rtol"] = it.stop.rtol, d["atol"] = it.stop.atol, d["maxiter"] = it.stop.max_iterations;
   d["vector_ops"] = name_of(it.vector_ops), d["check_every"] = it.check_every;
-  d["graph"] = name_of(it.graph), d["persistent"] = name_of(it.persistent);
+  d["graph"] = name_of(it.graph), d["persistent"] = name_of(it.persistent), d["recurrence"] = name_of(it.recurrence);
   d["deterministic"] = it.deterministic, d["keep_history"] = it.keep_history, d["stagnation"] = it.stagnation_window;
   d["block_size"] = p.block_size, d["cheb_degree"] = p.chebyshev_degree, d["cheb_ratio"] = p.chebyshev_ratio;
   d["amg_theta"] = p.strength_theta, d["amg_prolongator"] = name_of(p.prolongator);

@@ -181,3 +181,20 @@ def test_no_memory_growth_over_many_small_solves():
         spcg.cg(A, b)
     grown = rss_kib() - before
     assert grown < 4096, f"resident memory grew by {grown} KiB over 1000 solves and 1000 cg calls"
+
+
+def test_recurrence_option_is_typed_and_reported(poisson):
+    # the one-reduction recurrence by name; a bad name is the library's UsageError listing the names
+    with pytest.raises(spcg.UsageError, match="one-reduction"):
+        spcg.Solver(poisson, recurrence="pipelined")
+    s = spcg.Solver(poisson, precond="jacobi", recurrence="one-reduction")
+    b = np.ones(poisson.shape[0])
+    x, result = s.solve(b, rtol=1e-10)
+    assert result.converged and relres(poisson, x, b) <= 1.5e-10
+    # the GPU runs Chronopoulos & Gear's recurrence; the host backend (Eigen's CG) has one recurrence
+    assert result.used_one_reduction == (s.backend == "gpu")
+    assert result.residual_replacements >= 0
+    with pytest.raises(spcg.UsageError, match="one-reduction"):
+        spcg.Solver(poisson, solver="block-cg", recurrence="one-reduction")
+    with pytest.raises(spcg.UsageError, match="not chebyshev"):
+        spcg.Solver(poisson, precond="chebyshev", recurrence="one-reduction")

@@ -25,6 +25,12 @@ enum class VectorOps { fused, thrust };  // fused kernels, or the Thrust referen
 enum class Switch { automatic, on, off };  // CUDA graph batches; the one-launch persistent CG
 enum class KernelTiming { automatic, kernels, phases };  // per-kernel events, or phases only
 enum class Backend { automatic, gpu, host };  // host: Eigen's CG (no device needed)
+// cg's recurrence (Jacobi or none, one right-hand side): classic Hestenes-Stiefel (two sums an iteration: p'Ap,
+// then r'r and r'z) or Chronopoulos & Gear's (one sum of r'r, r'z and w'u after w = A u, with the true residual
+// put back where the recurrence says converged); auto: one sum where the sums cross ranks (a sum there is a
+// collective whose latency a one-GPU reduction does not have), classic on one GPU (the same launches, 8 bytes a
+// row fewer).
+enum class CgRecurrence { automatic, classic, one_reduction };
 
 template <class E>
 struct OptionNames;
@@ -69,6 +75,12 @@ template <>
 struct OptionNames<Backend> {
   static constexpr std::array<std::pair<Backend, const char*>, 3> list{
       {{Backend::automatic, "auto"}, {Backend::gpu, "gpu"}, {Backend::host, "host"}}};
+};
+
+template <>
+struct OptionNames<CgRecurrence> {
+  static constexpr std::array<std::pair<CgRecurrence, const char*>, 3> list{
+      {{CgRecurrence::automatic, "auto"}, {CgRecurrence::classic, "classic"}, {CgRecurrence::one_reduction, "one-reduction"}}};
 };
 
 // The name of a value ("multi-cg"), and the value of a name (nothing when it is not one).
@@ -217,6 +229,7 @@ struct SolveOptions {
   int check_every = 8;                    // fused path: iterations between host reads of the residual
   Switch graph = Switch::automatic;       // replay the fused iteration batch from a CUDA graph (auto: when not timing kernels)
   Switch persistent = Switch::automatic;  // small systems run CG in one cooperative launch
+  CgRecurrence recurrence = CgRecurrence::automatic;  // cg's (Jacobi or none): classic, or one sum an iteration
   bool time_kernels = true;               // per-kernel events (off: phases only)
   bool deterministic = false;             // atomic-free kernels, fixed-order reductions
   int monitor_every = 0;                  // a progress line every N iterations (0: none), given to `progress`
@@ -250,6 +263,8 @@ struct SolveResult {
   int64_t operator_columns = 0;   // sum of the block widths of those calls
   bool used_graph = false;
   bool used_persistent = false;     // CG ran as one cooperative kernel (small system)
+  bool used_one_reduction = false;  // cg ran Chronopoulos & Gear's recurrence (one sum an iteration)
+  int residual_replacements = 0;    // ... and put the true residual back this often (its recurrence said converged early)
   int fallback_columns = 0;         // block-cg: columns finished by multi-cg (the block recurrence broke down or stalled)
   std::string fallback_reason;      // block-cg: why, when fallback_columns > 0
   std::vector<std::vector<std::pair<int, double>>> history;
