@@ -82,6 +82,12 @@ CommunicationStats Communicator::stats() const {
   return stats_;
 }
 
+void Communicator::count_replayed(const CommunicationStats& c) {
+  stats_.sums += c.sums, stats_.sum_bytes += c.sum_bytes;
+  stats_.exchanges += c.exchanges;
+  stats_.exchange_bytes_sent += c.exchange_bytes_sent, stats_.exchange_bytes_received += c.exchange_bytes_received;
+}
+
 // ---- NCCL ----
 
 // NCCL's defaults for what spcg sends, set before NCCL's first call reads them (a value already in the environment

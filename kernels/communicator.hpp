@@ -47,6 +47,8 @@ class Communicator {
   void set_timing(bool on) { timing_ = on; }
   // The counts so far; waits for the timed calls' events.
   CommunicationStats stats() const;
+  // Calls a CUDA graph replays: counted once per replay (a capture counted them once, as they were enqueued).
+  void count_replayed(const CommunicationStats& per_replay);
 
  protected:
   virtual void sum_impl(double* values, size_t count, cudaStream_t s) = 0;

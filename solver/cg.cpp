@@ -192,7 +192,7 @@ void cg_one_reduction(IterationEngine& e, const LinearOperator& A, const double*
       [&](KernelTimer& t) {
         // p = u + beta p; s = w + beta s; x += alpha p; r -= alpha s; u = M^-1 r; r'r, r'u
         t.run("update", (dinv ? 96.0 : 72.0) * n, [&] {
-          launch_cg_one_reduction_update(n, x, r.data(), u.data(), w.data(), p.data(), sv.data(), dinv, sc, ws,
+          launch_cg_one_reduction_update(n, x, r.data(), ur, w.data(), p.data(), sv.data(), dinv, sc, ws,
                                          totals.data(), s);
         });
         product(t);        // w = A u; w'u

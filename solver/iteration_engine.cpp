@@ -56,10 +56,11 @@ namespace {
 
 // Runs a batch of iterations as plain launches (per-kernel events possible), or captured once into a CUDA graph
 // and replayed, which removes the launch overhead of small matrices. The kernel counts of a replayed graph are
-// credited to the timer per replay.
+// credited to the timer per replay, and its sums and exchanges to the communicator.
 class GraphReplay {
  public:
-  GraphReplay(cudaStream_t s, bool use_graph, KernelTimer& timer) : s_(s), graph_(use_graph), timer_(timer) {}
+  GraphReplay(cudaStream_t s, bool use_graph, KernelTimer& timer, Communicator* ranks)
+      : s_(s), graph_(use_graph), timer_(timer), ranks_(ranks) {}
   ~GraphReplay() {
     if (exec_) cudaGraphExecDestroy(exec_);
     if (g_) cudaGraphDestroy(g_);
@@ -73,6 +74,7 @@ class GraphReplay {
       return;
     }
     if (!exec_) {
+      const CommunicationStats before = ranks_ ? ranks_->stats() : CommunicationStats{};
       KernelTimer capture_counts(false, s_);
       CHECK_CUDA(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
       try {
@@ -86,6 +88,15 @@ class GraphReplay {
       CHECK_CUDA(cudaStreamEndCapture(s_, &g_));
       CHECK_CUDA(cudaGraphInstantiate(&exec_, g_, 0));
       per_batch_ = capture_counts.stats();
+      if (ranks_) {  // the capture counted one batch's calls: the first launch's
+        const CommunicationStats after = ranks_->stats();
+        calls_.sums = after.sums - before.sums, calls_.sum_bytes = after.sum_bytes - before.sum_bytes;
+        calls_.exchanges = after.exchanges - before.exchanges;
+        calls_.exchange_bytes_sent = after.exchange_bytes_sent - before.exchange_bytes_sent;
+        calls_.exchange_bytes_received = after.exchange_bytes_received - before.exchange_bytes_received;
+      }
+    } else if (ranks_) {
+      ranks_->count_replayed(calls_);
     }
     CHECK_CUDA(cudaGraphLaunch(exec_, s_));
     for (const auto& k : per_batch_) timer_.count(k.name.c_str(), k.bytes_per_call, k.calls);
@@ -98,6 +109,8 @@ class GraphReplay {
   cudaGraph_t g_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   std::vector<KernelStat> per_batch_;
+  Communicator* ranks_;
+  CommunicationStats calls_;  // a batch's sums and exchanges
 };
 
 }  // namespace
@@ -174,7 +187,7 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
   const int k = rec.k, batch_size = batch();
   const bool use_graph = graphs();
   result_.used_graph = use_graph;
-  GraphReplay replay(stream_, use_graph, timer_);
+  GraphReplay replay(stream_, use_graph, timer_, reductions_.communicator());
   std::vector<CgScalars> h(static_cast<size_t>(k));
   std::vector<int> last(static_cast<size_t>(k), -1);
   while (true) {
