@@ -107,6 +107,9 @@ Preconditioner default_preconditioner(bool force) {
 // Everything `spcg solve` was asked, checked and typed.
 struct SolveCommand {
   std::string source;  // file or generator spec
+  // --matrix A1.mtx,A2.mtx,... (or --generate S1,S2,...): the later matrices of a sequence on source's pattern,
+  // each an update of the setup's values followed by a solve
+  std::vector<std::string> later;
   bool generated = false;
   RhsSource rhs = RhsKind::ones;
   int nrhs = 1;
@@ -175,8 +178,11 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   opts.add_options()
       ("help,h", "show this help")
       ("matrix", po::value<std::string>(),
-       "Matrix Market file (.mtx, .mtx.gz), also as the first argument (spcg solve A.mtx); default: the built-in inputs/fv1.mtx")
-      ("generate", po::value<std::string>(), ("generated problem instead of a file: " + generator_help()).c_str())
+       "Matrix Market file (.mtx, .mtx.gz), also as the first argument (spcg solve A.mtx); default: the built-in inputs/fv1.mtx. "
+       "A1.mtx,A2.mtx,...: a sequence of one sparsity pattern (time or Newton steps): the first is set up and solved, each "
+       "later one updates the setup's values (its choices kept) and is solved; the report gives each step's update and solve")
+      ("generate", po::value<std::string>(), ("generated problem instead of a file: " + generator_help() +
+                                              "; a comma-separated sequence as --matrix's (jump3d:64:1,jump3d:64:2: other jumps on one grid)").c_str())
       ("rhs", po::value<std::string>()->default_value(kRhsKinds[0].second), rhs_help.c_str())
       ("nrhs", po::value<int>()->default_value(1),
        ("number of right-hand sides k (ones/random), 1.." + std::to_string(kMaxRhsColumns)).c_str())
@@ -249,6 +255,21 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   c.generated = vm.count("generate") > 0;
   c.source = c.generated ? vm["generate"].as<std::string>()
                          : vm.count("matrix") ? vm["matrix"].as<std::string>() : default_matrix_path();
+  {  // a sequence: the first sets up, the later ones update
+    std::vector<std::string> all;
+    for (size_t from = 0;;) {
+      const size_t comma = c.source.find(',', from);
+      all.push_back(c.source.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+    for (const std::string& one : all)
+      if (one.empty())
+        throw UsageError(std::string(c.generated ? "--generate" : "--matrix") + " '" + c.source +
+                         "': an empty name in the comma-separated sequence");
+    c.source = all.front();
+    c.later.assign(all.begin() + 1, all.end());
+  }
   SolverOptions& so = c.solver;
   SolveOptions& o = so.iteration;
   so.solver = option_value<SolverKind>(vm, "solver");
@@ -346,6 +367,9 @@ DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
 // words: what runs on several GPUs is declared there (several_gpus_refusal).
 void check_rank_options(const SolveCommand& c) {
   if (const std::string why = several_gpus_refusal(c.solver); !why.empty()) throw UsageError(why);
+  if (!c.later.empty())
+    throw UsageError("a sequence of matrices (new values on one pattern) runs on one GPU: a rank's Solver does not "
+                     "take new values yet");
 }
 
 // An integer option's value from the raw arguments (--gpus and --device are decided before CUDA starts); `absent`
@@ -594,10 +618,42 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   if (c.output)
     write_dense_matrix_market(*c.output, x, {" solution written by spcg solve" +
                                              (ranks ? " (" + std::to_string(size) + " GPUs)" : std::string())});
+  // A sequence's later matrices (one GPU or the host): each one's values on the kept setup, then a solve with the
+  // same right-hand sides. The report above, x and --verify are the first matrix's; the steps are listed apart.
+  bool steps_converged = true;
+  for (const std::string& source : c.later) {
+    ScopedRange step_range("step");
+    StepLine st;
+    st.matrix = source;
+    const auto t_read = std::chrono::steady_clock::now();
+    ReadOptions ro;
+    ro.threads = c.threads;
+    Problem next = load_problem(source, ro, /*with_stats=*/false);
+    st.read_ms = ms_since(t_read);
+    try {
+      solver.update_values(std::move(next.a));
+    } catch (const MatrixRefusedError& e) {  // named by the step's matrix, not the first's
+      throw InputError(source, 0, e.problem() + (e.overridable() ? " (use --force to try anyway)" : ""));
+    } catch (const InputError& e) {
+      throw InputError(source, e.line(), e.problem());
+    }
+    st.update_phases = solver.update_phases();
+    if (const PreconditionerReport* pr = solver.preconditioner()) st.preconditioner = *pr;
+    DenseBlock xs;
+    const SolveResult r = solve_once(xs);
+    st.solve_ms = r.solve_ms, st.converged = r.all_converged();
+    for (const ColumnResult& col : r.columns) {
+      st.iterations = std::max(st.iterations, col.iterations);
+      st.relative_true_residual = std::max(st.relative_true_residual, col.b_norm > 0 ? col.true_residual / col.b_norm : col.true_residual);
+    }
+    if (so.iteration.deterministic) st.checksum = fnv1a_checksum(xs.data);
+    steps_converged = steps_converged && st.converged;
+    rep.steps.push_back(std::move(st));
+  }
   rep.phases.push_back({"wall (process)", ms_since_process_start()});
   print_report(rep);
   write_report_files(c, rep);
-  return rep.result.all_converged() ? 0 : 3;
+  return rep.result.all_converged() && steps_converged ? 0 : 3;
 }
 
 }  // namespace

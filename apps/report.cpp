@@ -90,6 +90,27 @@ void print_report(const SolveReport& r) {
     if (sum_ms > 0) std::printf(", %.3f ms on the slowest rank", sum_ms);
     std::printf("\n");
   }
+  if (!r.steps.empty()) {
+    std::printf("\nupdate steps (new values on the first matrix's pattern; the setup's choices kept)\n");
+    std::printf("  step  %-32s  read ms  update ms   solve ms  iterations  ||b-Ax||/||b||  status\n", "matrix");
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      const StepLine& st = r.steps[i];
+      const double update_ms = st.update_phases.empty() ? 0 : st.update_phases.back().ms;
+      std::printf("  %4zu  %-32s %8.1f %10.1f %10.1f %11d %15.3e  %s\n", i + 1, st.matrix.c_str(), st.read_ms, update_ms,
+                  st.solve_ms, st.iterations, st.relative_true_residual, st.converged ? "converged" : "NOT converged");
+      std::printf("        update:");
+      for (const Phase& p : st.update_phases)
+        if (&p != &st.update_phases.back()) std::printf("%s %s %.1f", &p == &st.update_phases.front() ? "" : ",", p.name.c_str(), p.ms);
+      std::printf(" ms\n");
+      const PreconditionerReport& pc = st.preconditioner;
+      if (!pc.phases.empty()) {
+        std::printf("        %s:", name_of(pc.kind));
+        for (const Phase& p : pc.phases) std::printf("%s %s %.1f", &p == &pc.phases.front() ? "" : ",", p.name.c_str(), p.ms);
+        std::printf(" ms\n");
+      }
+      if (!st.checksum.empty()) std::printf("        checksum of x: %s\n", st.checksum.c_str());
+    }
+  }
   if (!s.kernels.empty()) {
     double total = 0;
     for (const auto& k : s.kernels) total += k.total_ms;
@@ -191,6 +212,23 @@ std::string report_json(const SolveReport& r) {
   j.end_array();
   j.kv("converged", s.all_converged());
   if (!r.checksum.empty()) j.kv("checksum", r.checksum);
+  if (!r.steps.empty()) {
+    j.begin_array("steps");
+    for (const StepLine& st : r.steps) {
+      j.begin_object().kv("matrix", st.matrix).kv("read_ms", st.read_ms);
+      j.begin_array("update_phases");
+      for (const auto& p : st.update_phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
+      j.end_array();
+      j.begin_array("preconditioner_phases");
+      for (const auto& p : st.preconditioner.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
+      j.end_array();
+      j.kv("solve_ms", st.solve_ms).kv("iterations", st.iterations).kv("relative_true_residual", st.relative_true_residual);
+      j.kv("converged", st.converged);
+      if (!st.checksum.empty()) j.kv("checksum", st.checksum);
+      j.end_object();
+    }
+    j.end_array();
+  }
   if (r.verify_relative_residual >= 0) j.kv("verify_relative_residual", r.verify_relative_residual);
   if (r.eigen_iterations >= 0) j.kv("eigen_iterations", r.eigen_iterations).kv("eigen_solution_difference", r.eigen_solution_difference);
   j.end_object();
@@ -223,6 +261,18 @@ std::string report_csv(const SolveReport& r) {
     const auto& c = r.result.columns[j];
     std::snprintf(line, sizeof line, "column,%zu,,,,,%s,%d,%.17g,%.17g\n", j, to_string(c.status), c.iterations,
                   c.recursive_residual, c.true_residual);
+    out += line;
+  }
+  // a sequence's later matrices: each update phase ("step N: name"), then the step's solve with its verdict
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const StepLine& st = r.steps[i];
+    const std::string step = "step " + std::to_string(i + 1);
+    for (const auto& p : st.update_phases) {
+      std::snprintf(line, sizeof line, "update,%s,,%.6f,,,,,,\n", csv_field(step + ": " + p.name).c_str(), p.ms);
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "step,%s,,%.6f,,,%s,%d,,%.17g\n", csv_field(step + ": " + st.matrix).c_str(),
+                  st.solve_ms, st.converged ? "converged" : "not-converged", st.iterations, st.relative_true_residual);
     out += line;
   }
   return out;

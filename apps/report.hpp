@@ -18,6 +18,20 @@ struct RankLine {
   double memory_bytes = 0;  // GPU memory in use on its device after the solve (process: context and NCCL included)
 };
 
+// A later matrix of a sequence (spcg solve --matrix A1.mtx,A2.mtx,...): new values on the first matrix's
+// pattern, an update of the setup (Solver::update_values), then a solve.
+struct StepLine {
+  std::string matrix;
+  double read_ms = 0;
+  std::vector<Phase> update_phases;  // the Solver's, ending with the update's total
+  PreconditionerReport preconditioner;  // the preconditioner's update (its phases)
+  double solve_ms = 0;
+  int iterations = 0;  // the most of any column
+  double relative_true_residual = 0;  // the largest of any column
+  bool converged = false;
+  std::string checksum;  // --deterministic
+};
+
 struct SolveReport {
   std::string matrix, name, kernel, kernel_reason, backend, solver, precond, vector_ops;
   ReadProfile reader;  // files: how the read went (empty access for generated matrices)
@@ -33,6 +47,7 @@ struct SolveReport {
   int eigen_iterations = -1;
   double eigen_solution_difference = -1;
   std::vector<RankLine> ranks;  // several GPUs
+  std::vector<StepLine> steps;  // the later matrices of a sequence (the rest of the report is the first's)
 };
 
 // One rank's figures as they travel to rank 0: its slot of kRankFigures doubles in a ranks x kRankFigures block

@@ -48,8 +48,27 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-class AutoOperator final : public LinearOperator, public FusedDotProduct, public PersistentCgLayout {
+class AutoOperator final : public LinearOperator, public FusedDotProduct, public PersistentCgLayout, public KeptChoice {
  public:
+  // New values on kept's pattern (remake_operator): kept's kernels remade from `a`, its persistent-CG layout
+  // when it had one; no short list, no trial, the same reason.
+  AutoOperator(const AutoOperator& kept, const MatrixSetup& a, const OperatorOptions& o)
+      : LinearOperator(a), expected_k_(kept.expected_k_), latency_bound_(kept.latency_bound_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    spmv_ = remake_operator(*kept.spmv_, a, o);
+    if (kept.spmm_) spmm_ = kept.spmm_.get() == kept.spmv_.get() ? spmv_ : remake_operator(*kept.spmm_, a, o);
+    info_ = spmv_->setup_info();
+    info_.analysis_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
+                         spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
+    info_.reason = kept.info_.reason;
+    if (kept.persistent_) persistent_ = PersistentCgMatrix::make(a);
+    if (persistent_) info_.device_bytes += persistent_->device_bytes();
+    if (spmm_ && spmm_.get() != spmv_.get()) info_.device_bytes += spmm_->setup_info().device_bytes;
+  }
+  std::unique_ptr<LinearOperator> remade(const MatrixSetup& a, const OperatorOptions& o) const override {
+    return std::make_unique<AutoOperator>(*this, a, o);
+  }
+
   AutoOperator(const MatrixSetup& a, const OperatorOptions& o) : LinearOperator(a) {
     const MatrixStats& st = a.stats();  // on the device
     const double cv = st.row_mean > 0 ? st.row_stddev / st.row_mean : 0;

@@ -105,6 +105,14 @@ class RankShare {
   virtual Communicator& communicator() const = 0;
 };
 
+// An operator whose choice is more than its registry name (auto: the kernels it picked, its persistent-CG
+// layout): made again from new values of the same pattern with that choice kept (registry.hpp: remake_operator).
+class KeptChoice {
+ public:
+  virtual ~KeptChoice() = default;
+  virtual std::unique_ptr<LinearOperator> remade(const MatrixSetup& a, const OperatorOptions& o) const = 0;
+};
+
 // y = A x, with x . y fused where A offers it (FusedDotProduct); returns whether it did.
 bool apply_with_dot(const LinearOperator& A, const double* x, double* y, const DotSink& sink, cudaStream_t stream);
 // The persistent CG's layout of A, or null.

@@ -65,6 +65,17 @@ std::unique_ptr<LinearOperator> make_operator(const std::string& name, const Mat
   return e->make(a, o);
 }
 
+std::unique_ptr<LinearOperator> remake_operator(const LinearOperator& op, const MatrixSetup& a, const OperatorOptions& o) {
+  if (a.rows() != op.rows() || a.cols() != op.cols() || a.nnz() != op.nnz())
+    throw UsageError("remake_operator: '" + op.name() + "' is " + std::to_string(op.rows()) + " x " +
+                     std::to_string(op.cols()) + " with " + std::to_string(op.nnz()) + " entries, the new values " +
+                     std::to_string(a.rows()) + " x " + std::to_string(a.cols()) + " with " + std::to_string(a.nnz()));
+  if (const auto* kept = dynamic_cast<const KeptChoice*>(&op)) return kept->remade(a, o);
+  if (!find_kernel(op.name()))  // (a rank's distributed operator: its shares are not remade here)
+    throw UsageError("remake_operator: '" + op.name() + "' is not a registry kernel");
+  return make_operator(op.name(), a, o);
+}
+
 std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a, const OperatorOptions& o) {
   const MatrixSetup setup(a);
   return make_operator(name, setup, o);

@@ -39,6 +39,13 @@ std::unique_ptr<LinearOperator> make_operator(const std::string& name, const Mat
 std::unique_ptr<LinearOperator> make_operator(const std::string& name, const CsrMatrix& a,
                                               const OperatorOptions& options = {});
 
+// `op` made again from `a`, new values on op's pattern (Solver::update_values, AMG's levels on an update): the
+// same kernel, so the choice is kept (a registry kernel by its name; auto, a KeptChoice, with the kernels it
+// chose: no short list, no trial). Every layout is built again from a's values, which is correct for every
+// kernel whatever its layout holds (DIA's stripes, SELL's slices, a persistent-CG layout).
+std::unique_ptr<LinearOperator> remake_operator(const LinearOperator& op, const MatrixSetup& a,
+                                                const OperatorOptions& options = {});
+
 // Auto-selection (auto_select.cpp): short list from statistics, optionally timed trials.
 std::unique_ptr<LinearOperator> make_auto_operator(const MatrixSetup& a, const OperatorOptions& options);
 

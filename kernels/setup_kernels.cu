@@ -281,6 +281,17 @@ __global__ void hyb_tail_kernel(int rows, int limit, const int* __restrict__ rp,
 
 int blocks_for(int64_t items) { return grid_stride_blocks(items, SetupTuning::threads, SetupTuning::blocks_per_sm); }
 
+// *first = the smallest i with a[i] != b[i] (left at n when none): a grid-stride pass, one atomicMin per thread.
+__global__ void first_difference_kernel(const int32_t* a, const int32_t* b, int64_t n, unsigned long long* first) {
+  unsigned long long mine = static_cast<unsigned long long>(n);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    if (a[i] != b[i]) {
+      mine = static_cast<unsigned long long>(i);
+      break;  // later i of this thread are larger
+    }
+  if (mine < static_cast<unsigned long long>(n)) atomicMin(first, mine);
+}
+
 template <class T>
 T fetch(const T* device_value, cudaStream_t s) {
   T h{};
@@ -290,6 +301,17 @@ T fetch(const T* device_value, cudaStream_t s) {
 }
 
 }  // namespace
+
+int64_t first_difference(const int32_t* a, const int32_t* b, int64_t n, cudaStream_t s) {
+  if (n <= 0) return -1;
+  DeviceArray<unsigned long long> first(1, "first difference");
+  const unsigned long long none = static_cast<unsigned long long>(n);
+  CHECK_CUDA(cudaMemcpyAsync(first.data(), &none, sizeof none, cudaMemcpyHostToDevice, s));
+  first_difference_kernel<<<blocks_for(n), SetupTuning::threads, 0, s>>>(a, b, n, first.data());
+  CHECK_LAUNCH("first difference");
+  const unsigned long long at = fetch(first.data(), s);
+  return at == none ? -1 : static_cast<int64_t>(at);
+}
 
 StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagonal_seen, cudaStream_t s) {
   StatsTotals t;

@@ -24,6 +24,10 @@ StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagon
 DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_seen, int64_t diagonals,
                      bool allow_symmetric, int stride_multiple, cudaStream_t s = 0);
 
+// The first index where the device arrays a and b (n entries each) differ, or -1 where they are equal: the
+// pattern check of new values given on the device (Solver::update_values), with no copy to the host.
+int64_t first_difference(const int32_t* a, const int32_t* b, int64_t n, cudaStream_t s = 0);
+
 // SELL-32-1 (rows in order, slices of 32 rows padded to their longest row; refused past max_fill as
 // csr_to_sell refuses) and column-major ELL of width `width` (the longest row; the caller checks the fill), as
 // csr_to_sell / csr_to_ell lay them out.

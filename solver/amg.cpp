@@ -35,7 +35,8 @@ constexpr int32_t kMaxDenseRows = 8000;
 
 class AmgPreconditioner final : public PreconditionerOp {
  public:
-  AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in);
+  // kept: an update (update_amg): kept's aggregates, level count and level kernels on the new values of `in`.
+  AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in, const AmgPreconditioner* kept = nullptr);
   void reserve(int k) const override;
   void apply(const double* R, double* Z, int k, cudaStream_t s) const override { cycle(0, R, Z, k, s); }
   double bytes_per_apply(int k) const override;
@@ -51,6 +52,9 @@ class AmgPreconditioner final : public PreconditionerOp {
     double lambda_max = 0;
     std::unique_ptr<MatrixSetup> p_setup, r_setup;
     std::unique_ptr<LinearOperator> p, r;   // P_l: n_{l+1} -> n_l; R_l = P_l'
+    // The aggregates of this level's rows (levels with a coarser one): an update keeps them, and with them the
+    // tentative prolongator and every coarser level's pattern. Shared by the hierarchies of later updates.
+    std::shared_ptr<const DeviceAggregates> aggregates;
     mutable DeviceArray<double> b, x, res, d;  // n_l x k
     std::string nvtx_name;                     // the cycle's range on this level: amg-level-<l>
   };
@@ -63,7 +67,8 @@ class AmgPreconditioner final : public PreconditionerOp {
   mutable int reserved_k_ = 0;
 };
 
-AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in)
+AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in,
+                                     const AmgPreconditioner* kept)
     : PreconditionerOp(in.product.rows()) {
   if (o.smoother_degree < 1 || o.smoother_degree > 16) throw UsageError("amg: the smoother degree must be 1..16");
   if (o.coarse_rows < 1 || o.coarse_rows > kMaxDenseRows)
@@ -102,8 +107,13 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   levels_.emplace_back();
   levels_[0].a = in.matrix.device_csr();
   levels_[0].op = &in.product;
+  // An update remakes kept's level kernels (remake_operator: its choice, not a new one) on the new values.
+  auto level_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
+    return was ? remake_operator(*was, m, level_options) : make_operator("auto", m, level_options);
+  };
+  if (kept && kept->levels_.size() < 1) throw UsageError("amg: an update needs the hierarchy of a setup");
   if (level_options.columnwise && level_options.expected_k > 1 && in.product.rows() > o.coarse_rows) {
-    levels_[0].owned = make_operator("auto", in.matrix, level_options);
+    levels_[0].owned = level_operator(kept ? kept->levels_[0].owned.get() : nullptr, in.matrix);
     levels_[0].op = levels_[0].owned.get();
   }
   try {
@@ -111,25 +121,37 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       const DeviceCsr& a = *levels_[l].a;
       const int32_t n = a.rows;
       const std::string at = "amg level " + std::to_string(l) + ": ";
-      if (n <= o.coarse_rows || static_cast<int>(l) + 1 >= o.max_levels) break;
+      const Level* was = kept ? &kept->levels_[l] : nullptr;  // an update: this level of kept's hierarchy
+      if (kept ? l + 1 == kept->levels_.size() : n <= o.coarse_rows || static_cast<int>(l) + 1 >= o.max_levels) break;
       char nvtx_name[32];
       std::snprintf(nvtx_name, sizeof nvtx_name, "amg-setup-level-%zu", l);
       NvtxRange level_range(nvtx_name);
-      DeviceArray<double> diag(static_cast<size_t>(n), "amg diagonal"), dinv;
-      DeviceCsr strength;
-      DeviceAggregates agg;
+      DeviceArray<double> diag, dinv;  // diag: the strength graph's (a setup's, not an update's)
+      std::shared_ptr<const DeviceAggregates> kept_agg = was ? was->aggregates : nullptr;
+      if (kept_agg && kept_agg->of.size() != static_cast<size_t>(n))
+        throw Error(at + "the kept aggregates are of " + std::to_string(kept_agg->of.size()) + " rows, the level has " +
+                    std::to_string(n));
       timed("diagonal", [&] {
         dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s);
+        if (kept_agg) return;
+        diag = DeviceArray<double>(static_cast<size_t>(n), "amg diagonal");
         launch_diagonal(a, diag.data(), s);
       });
-      timed("strength", [&] { strength = strength_graph(a, diag.data(), o.strength_theta, s); });
-      timed("aggregation", [&] { agg = aggregate_on_device(strength, o.seed, s); });
-      if (agg.count == 0 || agg.count > kStalledCoarsening * n) {
+      if (!kept_agg) {
+        DeviceCsr strength;
+        timed("strength", [&] { strength = strength_graph(a, diag.data(), o.strength_theta, s); });
+        timed("aggregation", [&] {
+          kept_agg = std::make_shared<const DeviceAggregates>(aggregate_on_device(strength, o.seed, s));
+        });
+      }
+      const DeviceAggregates& agg = *kept_agg;
+      if (!was && (agg.count == 0 || agg.count > kStalledCoarsening * n)) {
         if (n <= kMaxDenseRows) break;  // solve this level densely
         throw InputError(in.matrix_name, 0, at + "coarsening stalled (" + std::to_string(n) + " rows -> " +
                                                 std::to_string(agg.count) + " aggregates); try a smaller --amg-theta");
       }
       Level& L = levels_[l];
+      L.aggregates = kept_agg;
       timed("smoother", [&] {
         const SpectrumEstimate est = estimate_spectrum(*L.op, dinv.data(), o.eigen_steps, 1, s);
         if (!est.finite || !(est.lambda_max > 0))
@@ -177,13 +199,13 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         }
         auto pp = std::make_shared<DeviceCsr>(std::move(p));
         L.p_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(pp));
-        L.p = make_operator("auto", *L.p_setup, level_options);
+        L.p = level_operator(was ? was->p.get() : nullptr, *L.p_setup);
         L.r_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(r));
-        L.r = make_operator("auto", *L.r_setup, level_options);
+        L.r = level_operator(was ? was->r.get() : nullptr, *L.r_setup);
         Level next;
         next.a = coarse;
         next.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(coarse));
-        next.owned = make_operator("auto", *next.setup, level_options);
+        next.owned = level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
         next.op = next.owned.get();
         levels_.push_back(std::move(next));
       });
@@ -213,6 +235,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                 levels_.size(), name_of(o.prolongator), o.strength_theta, name_of(o.smoother),
                 o.smoother == AmgSmoother::chebyshev ? "of degree" : "sweeps:", o.smoother_degree);
   report_.detail = detail;
+  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept";
   if (!library_products.empty()) {
     report_.detail += "; by cuSPARSE (a row wider than our product kernel takes):";
     for (const std::string& what : library_products) report_.detail += " " + what;
@@ -293,6 +316,13 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
 
 std::unique_ptr<PreconditionerOp> make_amg(const PreconditionerOptions& options, const PreconditionerInputs& inputs) {
   return std::make_unique<AmgPreconditioner>(options, inputs);
+}
+
+std::unique_ptr<PreconditionerOp> update_amg(const PreconditionerOp& kept, const PreconditionerOptions& options,
+                                             const PreconditionerInputs& inputs) {
+  const auto* amg = dynamic_cast<const AmgPreconditioner*>(&kept);
+  if (!amg) throw UsageError("amg: an update needs the hierarchy make_amg set up");
+  return std::make_unique<AmgPreconditioner>(options, inputs, amg);
 }
 
 }  // namespace spcg

@@ -125,12 +125,13 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
 // The detected block size is the whole system's: every rank's rows checked, the verdicts summed over the ranks.
 class BlockJacobiPreconditioner final : public PreconditionerOp {
  public:
-  BlockJacobiPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in)
+  // kept_block: an update's, the first setup's block size (its detection read the pattern only)
+  BlockJacobiPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in, int kept_block = 0)
       : PreconditionerOp(in.product.rows()) {
     const auto t0 = std::chrono::steady_clock::now();
     const DeviceCsr& a = *in.matrix.device_csr();
-    std::string how;
-    b_ = o.block_size;
+    std::string how = kept_block ? " (kept from the first setup)" : "";
+    b_ = kept_block ? kept_block : o.block_size;
     if (b_ < 0 || b_ > kBlockJacobiMaxSize)
       throw UsageError("block-jacobi: --block-size must be 0 (detect) or 1.." + std::to_string(kBlockJacobiMaxSize));
     if (b_ == 0) {
@@ -375,6 +376,22 @@ PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in) {
   if (predicted >= Rule::amg_min_jacobi_iterations)
     return amg_or_chebyshev(measured + format(" >= %.0f, where AMG's setup pays back", Rule::amg_min_jacobi_iterations));
   return none_or_jacobi(measured + format(" < %.0f, too few for AMG's setup to pay back", Rule::amg_min_jacobi_iterations));
+}
+
+std::unique_ptr<PreconditionerOp> update_preconditioner(const PreconditionerOp& kept, const PreconditionerOptions& o,
+                                                        const PreconditionerInputs& in) {
+  const PreconditionerReport& was = kept.report();
+  std::unique_ptr<PreconditionerOp> m;
+  switch (was.kind) {
+    case Preconditioner::none:  // auto's none (no preconditioner at all has nothing to update)
+    case Preconditioner::automatic: m = std::make_unique<NoPreconditioner>(in.product.rows(), was.reason); break;
+    case Preconditioner::jacobi: m = make_preconditioner(Preconditioner::jacobi, o, in); break;
+    case Preconditioner::block_jacobi: m = std::make_unique<BlockJacobiPreconditioner>(o, in, was.block_size); break;
+    case Preconditioner::chebyshev: m = std::make_unique<ChebyshevPreconditioner>(o, in); break;
+    case Preconditioner::amg: m = update_amg(kept, o, in); break;
+  }
+  if (!was.reason.empty()) m->set_reason(was.reason);
+  return m;
 }
 
 std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const PreconditionerOptions& o,

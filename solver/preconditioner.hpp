@@ -68,6 +68,14 @@ struct PreconditionerInputs {
 std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const PreconditionerOptions& options,
                                                       const PreconditionerInputs& inputs);
 
+// New values on the pattern `kept` was set up on (Solver::update_values): the same kind (auto's choice kept, with
+// its reason) made again from `inputs`, keeping what the first setup decided from the pattern: block-Jacobi's
+// block size, AMG's aggregates, levels and level kernels (amg.hpp: update_amg). What depends on the values is
+// computed again: Jacobi's diagonal, Chebyshev's eigenvalue bound, the blocks' inverses, AMG's prolongators,
+// Galerkin products, smoother bounds and coarsest factorisation. Throws as make_preconditioner does.
+std::unique_ptr<PreconditionerOp> update_preconditioner(const PreconditionerOp& kept, const PreconditionerOptions& options,
+                                                        const PreconditionerInputs& inputs);
+
 // auto: the preconditioner for this matrix, with the reason (printed like kernel auto's). The rule (measured:
 // docs/perf-notes.md, "AMG's setup and auto's trial"): below min_rows_for_amg rows an iteration of Jacobi-CG is a
 // few microseconds of launch latency and an AMG setup (tens of milliseconds) cannot pay back. Above, AMG when

@@ -656,6 +656,84 @@ TEST(Cli, HostBackendPreconditionersAndFiles) {
   EXPECT_NE(o.output.find("solver      block-cg"), std::string::npos) << o.output;
 }
 
+// --matrix / --generate A1,A2,...: the first is set up and solved, each later one updates the values and is
+// solved; each step's solution is a fresh run's on that matrix (checksums in deterministic mode), and the
+// report lists each step's update and solve (table, JSON, CSV).
+TEST(Cli, SequenceOfMatricesUpdatesThenSolvesEach) {
+  TempDir dir;
+  const std::string json_path = dir.file("steps.json"), csv_path = dir.file("steps.csv");
+  const std::string common = " --backend host --precond jacobi --tol 1e-9 --deterministic";
+  const Outcome seq = run("solve --generate jump3d:10:1,jump3d:10:2,jump3d:10:3" + common + " --report-file " + json_path);
+  ASSERT_EQ(seq.code, 0) << seq.output;
+  for (const char* text : {"update steps", "jump3d:10:2", "jump3d:10:3", "update: statistics"})
+    EXPECT_NE(seq.output.find(text), std::string::npos) << text << "\n" << seq.output;
+  const Outcome first = run("solve --generate jump3d:10:1" + common), last = run("solve --generate jump3d:10:3" + common);
+  ASSERT_EQ(first.code, 0) << first.output;
+  ASSERT_EQ(last.code, 0) << last.output;
+  const std::string sum_last = after(last.output, "checksum of x (FNV-1a over the bits): ");
+  ASSERT_EQ(sum_last.size(), 16u) << last.output;
+  EXPECT_EQ(after(seq.output, "checksum of x (FNV-1a over the bits): "),
+            after(first.output, "checksum of x (FNV-1a over the bits): "));  // the report's own: the first matrix's
+  const size_t step2 = seq.output.find("     2  jump3d:10:3");
+  ASSERT_NE(step2, std::string::npos) << seq.output;
+  EXPECT_EQ(after(seq.output.substr(step2), "checksum of x: "), sum_last) << seq.output;
+  const std::string json = read_text(json_path);
+  const size_t steps = json.find("\"steps\":");
+  ASSERT_NE(steps, std::string::npos) << json;
+  EXPECT_EQ(json_value(json, "matrix", steps), "\"jump3d:10:2\"");
+  EXPECT_NE(json.find("\"update_phases\":[{\"name\":\"statistics\"", steps), std::string::npos) << json;
+  EXPECT_NE(json.find("\"update (total)\"", steps), std::string::npos) << json;
+  EXPECT_EQ(json_value(json, "converged", steps), "true");
+  ASSERT_EQ(run("solve --generate jump3d:10:1,jump3d:10:2" + common + " --report-file " + csv_path).code, 0);
+  const std::string csv = read_text(csv_path);
+  EXPECT_NE(csv.find("update,step 1: update (total),,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("step,step 1: jump3d:10:2,,"), std::string::npos) << csv;
+  // files of one pattern: the same file twice gives the first solve again
+  const std::string nos4 = spcg::test::input("nos4.mtx");
+  const Outcome twice = run("solve --backend host --deterministic --precond jacobi --matrix " + nos4 + "," + nos4);
+  ASSERT_EQ(twice.code, 0) << twice.output;
+  EXPECT_EQ(after(twice.output, "checksum of x: "), after(twice.output, "checksum of x (FNV-1a over the bits): "));
+}
+
+// A later matrix of another pattern, or one the checks refuse, ends the command with one line naming that file.
+TEST(Cli, SequenceRefusalsAreOneLine) {
+  TempDir dir;
+  expect_one_line("solve --backend host --generate poisson3d:6,poisson3d:7", 1,
+                  "poisson3d:7: update_values: the new matrix is 343 x 343, the solver's 216 x 216");
+  const std::string nos4 = spcg::test::input("nos4.mtx");
+  expect_one_line("solve --backend host --matrix " + nos4 + "," + spcg::test::input("nos6.mtx"), 1, "nos6.mtx: update_values");
+  expect_one_line("solve --backend host --matrix " + nos4 + ",", 2, "an empty name in the comma-separated sequence");
+  // nos4 with a negative first diagonal entry: not positive definite (--force lets it through)
+  std::string text = read_text(nos4);
+  const size_t entry = text.find("\n1 1 .17155418\n");
+  ASSERT_NE(entry, std::string::npos);
+  text.replace(entry, 15, "\n1 1 -1\n");
+  const std::string bad = write_file(dir, "negative.mtx", text);
+  const Outcome o = run("solve --backend host --matrix " + nos4 + "," + bad);
+  EXPECT_EQ(o.code, 1) << o.output;
+  EXPECT_NE(o.output.find("negative.mtx: matrix is not positive definite: row 1 has diagonal -1"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("(use --force to try anyway)"), std::string::npos) << o.output;
+  expect_one_line("solve --gpus 2 --precond jacobi --generate poisson3d:6,poisson3d:6", 2, "a sequence of matrices");
+}
+
+// On the GPU with AMG: each step's solution is a fresh setup's on that matrix, bit for bit (deterministic), and
+// the update lists AMG's phases without the aggregation.
+TEST(Cli, GpuSequenceWithAmgEqualsFreshSetups) {
+  SPCG_REQUIRE_GPU();
+  const std::string common = " --precond amg --tol 1e-9 --deterministic";
+  const Outcome seq = run("solve --generate jump3d:24:1,jump3d:24:2" + common);
+  ASSERT_EQ(seq.code, 0) << seq.output;
+  const Outcome fresh = run("solve --generate jump3d:24:2" + common);
+  ASSERT_EQ(fresh.code, 0) << fresh.output;
+  EXPECT_EQ(after(seq.output, "checksum of x: "), after(fresh.output, "checksum of x (FNV-1a over the bits): ")) << seq.output;
+  const size_t steps = seq.output.find("update steps");
+  ASSERT_NE(steps, std::string::npos) << seq.output;
+  const std::string tail = seq.output.substr(steps);
+  for (const char* text : {"update: upload", "preconditioner", "amg: diagonal", "galerkin: R (A P)", "coarse factorisation"})
+    EXPECT_NE(tail.find(text), std::string::npos) << text << "\n" << seq.output;
+  EXPECT_EQ(tail.find("aggregation"), std::string::npos) << seq.output;
+}
+
 TEST(Cli, NoGpuSaysSoInOneLine) {
   std::string why;
   if (spcg::test::gpu_available(&why)) GTEST_SKIP() << "a GPU is present";

@@ -420,6 +420,25 @@ TEST_F(GpuRanks, RefusesWhatIsNotDistributed) {
   EXPECT_THROW(RankSolver(rank_blocks(a, p, 0), a.rows, group.communicator(0), o), UsageError);
 }
 
+// New values on a rank's Solver are refused (its distributed operator is not remade yet), naming why, and the
+// rank solves on with its setup.
+TEST_F(GpuRanks, UpdateValuesIsRefusedOnARank) {
+  const CsrMatrix a = generate("poisson2d:6");
+  const RowPartition p = partition_evenly(a.rows, 1);
+  InProcessGroup group(1);
+  const SolverOptions o = options_for(SolverKind::cg, Preconditioner::jacobi, 1);
+  RankSolver solver(rank_blocks(a, p, 0), a.rows, group.communicator(0), o);
+  try {
+    solver.update_values(a);
+    ADD_FAILURE() << "a rank took new values";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a rank's Solver"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(solver.update_values(a.values.data(), a.nnz()), UsageError);
+  DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(solver.solve(RhsKind::ones, 1, 1, x).all_converged());
+}
+
 // NCCL itself with one rank: the solve converges through ncclAllGather and grouped send/receive, and in
 // deterministic mode its bits are those of the in-process stand-in's (the same rank-order sums), so what the
 // stand-in tests show of several ranks holds for NCCL's.

@@ -469,7 +469,8 @@ class Solver:
           result.plot() draws; the GPU backend keeps one, the host backend none).
 
     Attributes: rows, backend ("gpu" or "host"), kernel(k) (the kernel at block width k), kernel_reason,
-    setup_phases [(name, ms)], preconditioner (PreconditionerReport or None), stats (spcg.info's dict),
+    setup_phases [(name, ms)], update_phases and updates (update_values: new values of the same pattern),
+    preconditioner (PreconditionerReport or None), stats (spcg.info's dict),
     device (the CUDA device of the setup where known: a device input's; a host input's once CuPy or torch
     was imported at setup, or after its first device solve; else None), input_kind ("host", "cupy", "torch").
     Without a usable GPU the host backend solves (a HostBackendWarning says so once per process).
@@ -578,6 +579,30 @@ class Solver:
             raise pending
         return out, result
 
+    def update_values(self, A):
+        """New values of the pattern the Solver was set up on (time steps, Newton steps), without a new setup.
+
+        A: as the constructor takes it, with the same sparsity pattern (the same shape, entry count and columns of
+        every row once in canonical CSR: a value that became zero must stay stored; a dense A keeps its nonzeros
+        only). A host A is checked on the host; a CuPy / torch A on the GPU is checked and copied on the device
+        (its arrays complete on the array library's current stream, as for the constructor). What the setup
+        decided from the pattern is kept (the kernel: auto's choice is not made again; block-Jacobi's block size;
+        AMG's aggregates and levels); what depends on the values is made again (the kernel's layout, Jacobi's
+        diagonal, Chebyshev's bound, AMG's prolongators, Galerkin products, smoothers and coarsest factor).
+        Another pattern raises InputError naming the first difference ("row 17's pattern differs: ..."); values the
+        checks refuse raise MatrixRefusedError (NaN or Inf, not symmetric, a non-positive diagonal). After an
+        error the Solver keeps its old values. update_phases gives what the last update spent. Returns self.
+        """
+        matrix = _as_matrix(A)
+        if isinstance(matrix, _Csr):
+            self._native.update_values(*matrix.arrays())
+        else:  # the caller's device arrays, as they are: the pattern is compared and the values copied on the device
+            from . import _device
+
+            _device.synchronize(matrix.kind, matrix.device)
+            self._native.update_values_device(matrix.shape[0], matrix.shape[1], matrix.nnz, *matrix.pointers())
+        return self
+
     def _new_stop(self, stop):
         """The stop rule handed to every native solve, which sets it under the solver's lock (two threads sharing
         a Solver each solve with their own). The setup stays; later solves keep it."""
@@ -589,6 +614,9 @@ class Solver:
     kernel_reason = property(lambda self: self._native.kernel_reason,
                              doc="Why auto chose its kernel (empty for a named kernel and on the host).")
     setup_phases = property(lambda self: self._native.setup_phases, doc="[(name, ms)]: what the setup spent.")
+    update_phases = property(lambda self: self._native.update_phases,
+                             doc="[(name, ms)]: what the last update_values spent (empty before one).")
+    updates = property(lambda self: self._native.updates, doc="How many update_values calls succeeded.")
     stats = property(lambda self: self._native.stats, doc="The matrix's statistics (spcg.info's dict).")
     rtol = property(lambda self: self._stop[0], doc="The stop rule's relative tolerance.")
     atol = property(lambda self: self._stop[1], doc="The stop rule's absolute tolerance.")

@@ -435,6 +435,32 @@ class PySolver {
            std::memcmp(a.values.data(), data.data(), a.values.size() * sizeof(double)) == 0;
   }
 
+  // New values on the solver's pattern (Solver::update_values): a host CSR, or a CSR in device memory (the
+  // caller's arrays, the producer's stream synchronised), whose pattern the library checks on the device. Under
+  // the solve lock: an update never runs beside a solve of this solver.
+  void update_values(int64_t rows, int64_t cols, const IndexArray& indptr, const IndexArray& indices,
+                     const ValueArray& data) {
+    CsrMatrix a = csr_from_arrays(rows, cols, indptr, indices, data);
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> one_at_a_time(mutex_);
+    solver_->update_values(std::move(a));
+  }
+  void update_values_device(int64_t rows, int64_t cols, int64_t nnz, uintptr_t row_ptr, uintptr_t col_idx,
+                            uintptr_t values) {
+    if (rows < 0 || cols < 0 || nnz < 0 || rows > std::numeric_limits<int32_t>::max() ||
+        cols > std::numeric_limits<int32_t>::max() || nnz > std::numeric_limits<int32_t>::max())
+      throw UsageError("device CSR: " + std::to_string(rows) + " x " + std::to_string(cols) + " with " +
+                       std::to_string(nnz) + " entries is outside int32's range");
+    const DeviceCsrRef a{static_cast<int32_t>(rows), static_cast<int32_t>(cols), nnz,
+                         reinterpret_cast<const int32_t*>(row_ptr), reinterpret_cast<const int32_t*>(col_idx),
+                         reinterpret_cast<const double*>(values)};
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> one_at_a_time(mutex_);
+    solver_->update_values(a);
+  }
+  py::list update_phases() const { return phases_to_python(solver_->update_phases()); }
+  int updates() const { return solver_->updates(); }
+
   int32_t rows() const { return solver_->rows(); }
   std::string backend() const { return name_of(solver_->backend()); }
   std::string kernel(int k) const { return solver_->kernel(k); }
@@ -612,6 +638,12 @@ PYBIND11_MODULE(_spcg, m) {
            py::arg("stop") = py::none())
       .def("same_matrix", &PySolver::same_matrix, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
            py::arg("indices"), py::arg("data"))
+      .def("update_values", &PySolver::update_values, py::arg("rows"), py::arg("cols"), py::arg("indptr"),
+           py::arg("indices"), py::arg("data"))
+      .def("update_values_device", &PySolver::update_values_device, py::arg("rows"), py::arg("cols"), py::arg("nnz"),
+           py::arg("row_ptr"), py::arg("col_idx"), py::arg("values"))
+      .def_property_readonly("update_phases", &PySolver::update_phases)
+      .def_property_readonly("updates", &PySolver::updates)
       .def_property_readonly("device_input", &PySolver::device_input)
       .def("_poll_interrupt", &PySolver::poll_interrupt, py::arg("wait_ms"))
 

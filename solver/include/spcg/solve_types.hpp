@@ -167,6 +167,8 @@ struct Phase {
 };
 // The setup's last phase, its whole time (a Solver ends its setup_phases() with it).
 inline constexpr std::string_view kSetupTotalPhase = "setup (total)";
+// An update's last phase (Solver::update_values), its whole time: update_phases() ends with it.
+inline constexpr std::string_view kUpdateTotalPhase = "update (total)";
 
 // The preconditioners' own options (each defined here once; the CLI's --block-size, --cheb-degree, ... set them).
 struct PreconditionerOptions {

@@ -60,6 +60,13 @@ struct DeviceBlockRef {
   double* data = nullptr;
 };
 
+// New values in device memory the caller owns: nnz doubles in the CSR order of the solver's pattern
+// (Solver::update_values). Copied on the device; the caller's array may be freed once the call returns.
+struct DeviceValuesRef {
+  int64_t nnz = 0;
+  const double* values = nullptr;
+};
+
 // Everything a solver is set up with. The iteration's own options are in `iteration`.
 struct SolverOptions {
   SolverKind solver = SolverKind::cg;
@@ -124,10 +131,36 @@ class Solver {
   const std::string& kernel_reason() const;
   // upload, statistics, conversion, analysis, setup (total): what the setup spent.
   const std::vector<Phase>& setup_phases() const;
-  // What the preconditioner's setup did (levels, phases, auto's reason); null without one.
+  // What the preconditioner's setup did (levels, phases, auto's reason; after update_values, the update's); null
+  // without one.
   const PreconditionerReport* preconditioner() const;
   // The matrix on the host (for a device matrix: downloaded on the first call; a rank: UsageError).
   const CsrMatrix& matrix() const;
+
+  // New values on the same sparsity pattern (time steps, Newton steps), without a new setup: what the first setup
+  // decided from the pattern is kept (the kernel: auto's choice is not made again; the layouts' structure;
+  // block-Jacobi's block size; AMG's aggregates, levels and level kernels), and what depends on the values is made
+  // again (the kernel's layout values, Jacobi's diagonal, Chebyshev's eigenvalue bound, the block inverses, AMG's
+  // smoothed prolongators, Galerkin products, smoother bounds and coarsest factorisation). The matrix checks run
+  // on the new values with the setup's errors (MatrixRefusedError: not symmetric, a non-positive diagonal, NaN or
+  // Inf). Another pattern (size, entry count, a row's columns) is refused with InputError naming the first
+  // difference ("row 17's pattern differs: ..."). All or nothing: on any error the solver keeps its old values
+  // (the GPU holds the old setup and the new one while an update runs). update_phases() tells what it spent.
+  // The host backend takes the new matrix (its statistics and checks; Jacobi stays as chosen).
+  // A rank's Solver (several GPUs) refuses with UsageError: its distributed operator is not remade yet (set up
+  // a new one).
+  void update_values(CsrMatrix a);
+  // The values alone: nnz doubles in host memory, in the CSR order of the solver's pattern.
+  void update_values(const double* values, int64_t nnz);
+  // A CSR in device memory the caller owns (GPU backend: UsageError on the host backend): its pattern is
+  // checked on the device, then its values are taken as update_values(DeviceValuesRef) takes them.
+  void update_values(const DeviceCsrRef& a);
+  // The values alone in device memory the caller owns (GPU backend: UsageError on the host backend).
+  void update_values(const DeviceValuesRef& values);
+  // The last update's phases, named as the setup's (upload, statistics, conversion, analysis, preconditioner),
+  // ending with kUpdateTotalPhase; empty before the first update. setup_phases() stays the first setup's.
+  const std::vector<Phase>& update_phases() const;
+  int updates() const;  // update_values calls that succeeded
 
   // X holds the initial guess on entry (n x k, n = rows(): a rank's own rows) and the solution on exit; B is n x k.
   SolveResult solve(const DenseBlock& b, DenseBlock& x);
