@@ -71,8 +71,11 @@ SolveOptions options(double rtol, int maxit = 20000) {
 // Allowed difference from Eigen's iteration count. CG stops within n iterations in exact arithmetic; a run past
 // n (bcsstk01: n = 48, ~145 iterations) is steered by rounding alone, so two correct summation orders can land
 // further apart there.
-int iteration_slack(int eigen_iterations, int32_t n) {
-  return eigen_iterations <= n ? std::max(2, eigen_iterations / 50) : std::max(3, eigen_iterations / 10);
+// The one-reduction recurrence (Chronopoulos & Gear) rounds differently again, and a run past n may take a
+// residual replacement (a restart): bcsstk01 without a preconditioner took 167 against Eigen's 146 on an H100.
+int iteration_slack(int eigen_iterations, int32_t n, bool one_reduction = false) {
+  if (eigen_iterations <= n) return std::max(2, eigen_iterations / 50);
+  return std::max(3, eigen_iterations / (one_reduction ? 5 : 10));
 }
 
 void expect_matches_eigen(const CsrMatrix& a, const DenseBlock& b, const DenseBlock& x, const SolveResult& r,
@@ -85,7 +88,8 @@ void expect_matches_eigen(const CsrMatrix& a, const DenseBlock& b, const DenseBl
     EXPECT_LT(rel[j], 20 * rtol) << what << " col " << j;  // true residual near the recursive one
     if (check_iterations) {
       const int ours = r.columns[j].iterations, theirs = e.iterations[j];
-      EXPECT_LE(std::abs(ours - theirs), iteration_slack(theirs, a.rows)) << what << " col " << j << ": " << ours << " vs Eigen " << theirs;
+      EXPECT_LE(std::abs(ours - theirs), iteration_slack(theirs, a.rows, r.used_one_reduction))
+          << what << " col " << j << ": " << ours << " vs Eigen " << theirs;
     }
   }
 }
@@ -190,7 +194,8 @@ TEST_F(GpuSolver, JacobiPreconditionedCg) {
       const auto r = run("cg", a, b, o, "auto", nullptr, true);
       const HostSolveResult e = eigen_cg(a, b, 1e-10, 20000, true);
       EXPECT_EQ(r.result.columns[0].status, ColumnStatus::converged) << what;
-      EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]), iteration_slack(e.iterations[0], a.rows)) << what;
+      EXPECT_LE(std::abs(r.result.columns[0].iterations - e.iterations[0]),
+                iteration_slack(e.iterations[0], a.rows, r.result.used_one_reduction)) << what;
       EXPECT_LT(relative_residuals(a, r.x, b)[0], 1e-8) << what;
     }
 }
