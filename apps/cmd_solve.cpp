@@ -227,6 +227,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("timing", enum_value(lib.timing), (choices<KernelTiming>() + " (auto: per-kernel events on large systems)").c_str())
       ("graph", enum_value(it.graph), (choices<Switch>() + ": CUDA graph for the iteration batches").c_str())
       ("persistent", enum_value(it.persistent), persistent_help.c_str())
+      ("precision", enum_value(lib.precision),
+       (choices<Precision>() + ": cg's matrix values in the iteration; mixed: the kernel's FP32 variant (dia-f32) with FP64 "
+        "vectors, sums and true residual; auto: mixed where every value is an FP32 number and the kernel has one").c_str())
       ("recurrence", enum_value(it.recurrence),
        (choices<CgRecurrence>() + ": cg's with Jacobi or none; one-reduction sums once an iteration (Chronopoulos-Gear, "
         "the true residual put back where it says converged); auto: one-reduction on several GPUs").c_str())
@@ -292,6 +295,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   o.graph = option_value<Switch>(vm, "graph");
   o.persistent = option_value<Switch>(vm, "persistent");
   o.recurrence = option_value<CgRecurrence>(vm, "recurrence");
+  so.precision = option_value<Precision>(vm, "precision");
   so.backend = option_value<Backend>(vm, "backend");
   so.kernel = vm["kernel"].as<std::string>();
   c.nrhs = vm["nrhs"].as<int>();
@@ -537,6 +541,8 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     if (p.name != kSetupTotal) rep.phases.push_back(p);
   rep.kernel = (ranks ? "rank 0: " : "") + solver.kernel(so.solver == SolverKind::cg ? 1 : k);
   rep.kernel_reason = solver.kernel_reason();
+  rep.precision = name_of(solver.precision());
+  rep.precision_reason = solver.precision_reason();
   if (const PreconditionerReport* pr = solver.preconditioner()) {
     rep.preconditioner = *pr;
     rep.precond = name_of(pr->kind);

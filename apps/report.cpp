@@ -48,6 +48,7 @@ void print_report(const SolveReport& r) {
               r.vector_ops.c_str(), r.backend.c_str(), recurrence.c_str(),
               s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");
   std::printf("kernel      %s%s%s\n", r.kernel.c_str(), r.kernel_reason.empty() ? "" : ": ", r.kernel_reason.c_str());
+  std::printf("precision   %s%s%s\n", r.precision.c_str(), r.precision_reason.empty() ? "" : ": ", r.precision_reason.c_str());
   const PreconditionerReport& pc = r.preconditioner;
   if (pc.kind != Preconditioner::none || !pc.reason.empty()) {
     std::printf("precond     %s%s%s, setup %.1f ms", name_of(pc.kind), pc.detail.empty() ? "" : ": ", pc.detail.c_str(), pc.setup_ms);
@@ -154,6 +155,7 @@ std::string report_json(const SolveReport& r) {
       .kv("nnz", static_cast<long long>(r.nnz)).kv("nrhs", r.nrhs);
   j.kv("solver", r.solver).kv("precond", r.precond).kv("vector_ops", r.vector_ops).kv("backend", r.backend);
   j.kv("kernel", r.kernel).kv("kernel_reason", r.kernel_reason).kv("rtol", r.rtol).kv("atol", r.atol);
+  j.kv("precision", r.precision).kv("precision_reason", r.precision_reason);
   j.kv("cuda_graph", s.used_graph).kv("persistent_kernel", s.used_persistent).kv("fallback_columns", s.fallback_columns);
   j.kv("recurrence", s.used_one_reduction ? "one-reduction" : "classic").kv("residual_replacements", s.residual_replacements);
   if (s.fallback_columns > 0) j.kv("fallback_reason", s.fallback_reason);

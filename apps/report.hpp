@@ -34,6 +34,7 @@ struct StepLine {
 
 struct SolveReport {
   std::string matrix, name, kernel, kernel_reason, backend, solver, precond, vector_ops;
+  std::string precision = "double", precision_reason;  // as the Solver resolved them
   ReadProfile reader;  // files: how the read went (empty access for generated matrices)
   int64_t rows = 0, nnz = 0;
   int nrhs = 1;

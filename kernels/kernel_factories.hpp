@@ -15,6 +15,7 @@ SPCG_FACTORY(make_ell);
 SPCG_FACTORY(make_sell);
 SPCG_FACTORY(make_sell_sorted);
 SPCG_FACTORY(make_dia);
+SPCG_FACTORY(make_dia_f32);
 SPCG_FACTORY(make_coo);
 SPCG_FACTORY(make_hyb);
 SPCG_FACTORY(make_csr_sym);

@@ -40,6 +40,15 @@ const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A) {
   return p ? p->persistent_cg_matrix() : nullptr;
 }
 
+bool MixedPrecisionOperator::apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const {
+  return ::spcg::apply_with_dot(fp64_, x, y, sink, s);
+}
+
+const LinearOperator& iteration_operator(const LinearOperator& A) {
+  const auto* c = dynamic_cast<const IterationCopy*>(&A);
+  return c ? c->iteration_copy() : A;
+}
+
 Communicator* ranks_of(const LinearOperator& A) {
   const auto* r = dynamic_cast<const RankShare*>(&A);
   return r ? &r->communicator() : nullptr;

@@ -71,6 +71,7 @@ class LinearOperator {
 
  protected:
   LinearOperator(const CsrMatrix& a) : rows_(a.rows), cols_(a.cols), nnz_(a.nnz()) {}
+  LinearOperator(int32_t rows, int32_t cols, int64_t nnz) : rows_(rows), cols_(cols), nnz_(nnz) {}  // a wrapper's
   explicit LinearOperator(const MatrixSetup& m);
   // Called only with rows > 0, k > 0, nnz > 0.
   virtual void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const = 0;
@@ -113,12 +114,48 @@ class KeptChoice {
   virtual std::unique_ptr<LinearOperator> remade(const MatrixSetup& a, const OperatorOptions& o) const = 0;
 };
 
+// An operator whose recurrences may run on a cheaper copy of it (mixed precision: FP32 values), itself giving the
+// true residual b - A x that judges convergence (solver/cg.cpp puts it back where the copy's recurrence says
+// converged).
+class IterationCopy {
+ public:
+  virtual ~IterationCopy() = default;
+  virtual const LinearOperator& iteration_copy() const = 0;
+};
+
+// Mixed precision's operator for one solve: applies are the FP64 kernel's (the true residual, reports), the
+// recurrences' products the FP32 variant's (IterationCopy). Holds neither.
+class MixedPrecisionOperator final : public LinearOperator, public FusedDotProduct, public IterationCopy {
+ public:
+  MixedPrecisionOperator(const LinearOperator& fp64, const LinearOperator& fp32)
+      : LinearOperator(fp64.rows(), fp64.cols(), fp64.nnz()), fp64_(fp64), fp32_(fp32) {
+    info_ = fp64.setup_info();
+  }
+  std::string name() const override { return fp64_.name(); }
+  std::string chosen(int k) const override { return fp64_.chosen(k) + ", iterating on " + fp32_.chosen(k); }
+  double bytes_per_apply(int k) const override { return fp64_.bytes_per_apply(k); }
+  bool deterministic() const override { return fp64_.deterministic() && fp32_.deterministic(); }
+  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override;
+  const LinearOperator& iteration_copy() const override { return fp32_; }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    fp64_.apply(alpha, x, beta, y, k, s);
+  }
+
+ private:
+  const LinearOperator& fp64_;
+  const LinearOperator& fp32_;
+};
+
 // y = A x, with x . y fused where A offers it (FusedDotProduct); returns whether it did.
 bool apply_with_dot(const LinearOperator& A, const double* x, double* y, const DotSink& sink, cudaStream_t stream);
 // The persistent CG's layout of A, or null.
 const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A);
 // The ranks A's rows are a share of (several GPUs), or null (one GPU).
 Communicator* ranks_of(const LinearOperator& A);
+// The operator a recurrence's products run on: A's IterationCopy, or A itself.
+const LinearOperator& iteration_operator(const LinearOperator& A);
 
 // Base for SpMV kernels: a k-column block is applied column by column with stride k (repeated SpMV).
 class SpmvOperator : public LinearOperator {

@@ -25,6 +25,12 @@ struct KernelEntry {
   std::function<std::unique_ptr<LinearOperator>(const MatrixSetup&, const OperatorOptions&)> make;
   LayoutBuilt layout = LayoutBuilt::on_host;
   int auto_max_k = 0;  // auto short-lists it for block widths up to this (0: any width)
+  // Its variant with FP32 values (a registry name; empty: none): mixed precision's iteration operator
+  // (SolverOptions::precision), the FP64 kernel kept for the true residual.
+  std::string fp32_variant;
+  // Stores its values in FP32 (x, y and the sums stay FP64): its products carry FP32 rounding of the values, so
+  // the tests hold it to that; auto never short-lists it.
+  bool fp32_values = false;
 };
 
 const std::vector<KernelEntry>& kernel_registry();

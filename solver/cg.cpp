@@ -154,7 +154,8 @@ void cg_one_reduction(IterationEngine& e, const LinearOperator& A, const double*
   ReductionPolicy& sums = e.reductions();
   SolveResult& res = e.result();
   const int64_t n = A.rows();
-  const double spmv_bytes = A.bytes_per_apply(1);
+  const LinearOperator& Ai = iteration_operator(A);  // mixed precision: the products on A's FP32 copy
+  const double spmv_bytes = Ai.bytes_per_apply(1);
   DeviceArray<double> r(n, "CG residual"), u(dinv ? n : 0, "CG M^-1 r"), w(n, "CG A u"), p(n, "CG direction"),
       sv(n, "CG A p"), totals(Totals::count, "CG totals");
   double* ur = dinv ? u.data() : r.data();  // u = r without a preconditioner
@@ -169,12 +170,12 @@ void cg_one_reduction(IterationEngine& e, const LinearOperator& A, const double*
   // w = A u, with w'u fused into the product's epilogue where it has one
   auto product = [&](KernelTimer& t) {
     bool fused = true;
-    t.run("spmv", spmv_bytes, [&] { fused = apply_with_dot(A, ur, w.data(), ws.sink(totals.data() + Totals::wu), s); });
+    t.run("spmv", spmv_bytes, [&] { fused = apply_with_dot(Ai, ur, w.data(), ws.sink(totals.data() + Totals::wu), s); });
     if (!fused) t.run("dot", 16.0 * n, [&] { launch_dot(ur, w.data(), n, ws, totals.data() + Totals::wu, s); });
   };
   // (re)start from the true residual: r = b - A x; u = M^-1 r; p = s = 0; w = A u; the status by r'r
   auto start = [&] {
-    timer.run("residual", spmv_bytes + 16.0 * n, [&] {
+    timer.run("residual", A.bytes_per_apply(1) + 16.0 * n, [&] {
       if (n) CHECK_CUDA(cudaMemcpyAsync(r.data(), b, n * sizeof(double), cudaMemcpyDeviceToDevice, s));
       A.apply(-1.0, x, 1.0, r.data(), 1, s);
     });
@@ -223,7 +224,7 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
     return pcg_general(e, A, *M, b, x, 1, column);
   }
   if (e.one_reduction_cg()) return cg_one_reduction(e, A, dinv, b, x, column);
-  if (o.persistent != Switch::off) {
+  if (o.persistent != Switch::off && &iteration_operator(A) == &A) {  // (mixed precision iterates on its FP32 copy)
     const PersistentCgMatrix* small = persistent_cg_layout(A);
     const PersistentCgView view = small ? small->view() : PersistentCgView{};
     if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(e, view, dinv, b, x, column);

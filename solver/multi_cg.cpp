@@ -61,46 +61,69 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
   const int64_t n = A.rows();
   const cudaStream_t s = e.stream();
   ReductionPolicy& sums = e.reductions();
-  const double spmm_bytes = A.bytes_per_apply(k);
+  // mixed precision (one recurrence): the products on A's FP32 copy, the true residual on A itself
+  const LinearOperator& Ai = k == 1 ? iteration_operator(A) : A;
+  const double spmm_bytes = Ai.bytes_per_apply(k);
   DeviceArray<double> R(n * k, "cg residual"), P(n * k, "cg directions"), Q(n * k, "cg A*P"), Z(dinv ? n * k : 0, "cg z");
   double* zr = dinv ? Z.data() : R.data();  // z = r without a preconditioner
   ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
   IterationEngine::Recurrences rec = e.recurrences(k, first_column);
   CgScalars* sc = rec.scalars.data();
   double* totals = sums.step_totals(k);  // null on one GPU: each step's kernel finishes its sums itself
-  e.timer().run("residual", spmm_bytes + 16.0 * n * k, [&] {  // R = B - A X
-    if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
-    A.apply(-1.0, X, 1.0, R.data(), k, s);
-  });
-  e.result().operator_applies += 1, e.result().operator_columns += k;
+  auto residual = [&] {
+    e.timer().run("residual", A.bytes_per_apply(k) + 16.0 * n * k, [&] {  // R = B - A X
+      if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
+      A.apply(-1.0, X, 1.0, R.data(), k, s);
+    });
+    e.result().operator_applies += 1, e.result().operator_columns += k;
+  };
   // z = M^-1 r; p = z; rr, rz. k = 1 takes the one-vector kernels (several loads in flight per thread; the block
-  // forms' thread-per-entry mapping streams ~30 % slower at k = 1)
-  e.timer().run("cg-start", (dinv ? 40.0 : 24.0) * n * k, [&] {
-    if (k == 1) launch_cg_start(n, R.data(), dinv, Z.data(), P.data(), sc, ws, s, totals);
-    else launch_multi_cg_start(n, k, R.data(), dinv, Z.data(), P.data(), sc, ws, s, totals);
-  });
-  sums.finish_step(e.timer(), MultiCgStep::start, k, sc, s);
+  // forms' thread-per-entry mapping streams ~30 % slower at k = 1). restart: the iteration count goes on.
+  auto start = [&](bool restart) {
+    e.timer().run("cg-start", (dinv ? 40.0 : 24.0) * n * k, [&] {
+      if (k == 1) launch_cg_start(n, R.data(), dinv, Z.data(), P.data(), sc, ws, s, totals, restart);
+      else launch_multi_cg_start(n, k, R.data(), dinv, Z.data(), P.data(), sc, ws, s, totals);
+    });
+    sums.finish_step(e.timer(), MultiCgStep::start, k, sc, s);
+  };
+  residual();
+  start(false);
   double* pq = sums.dot_target(&sc->pq);  // k = 1: where p'q goes
-  e.run(rec, [&](KernelTimer& t) {
-    if (k == 1) {  // q = A p, with p'q fused into the kernel's epilogue where it has one
-      bool fused_dot = true;
-      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(A, P.data(), Q.data(), ws.sink(pq), s); });
-      if (!fused_dot) t.run("dot", 16.0 * n, [&] { launch_dot(P.data(), Q.data(), n, ws, pq, s); });
-    } else {
-      t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });                     // Q = A P
-      t.run("dot", 16.0 * n * k, [&] { launch_multi_cg_pq(n, k, P.data(), Q.data(), sc, ws, s, totals); });  // p_j'q_j
-    }
-    sums.finish_step(t, MultiCgStep::pq, k, sc, s);
-    t.run("update-xr", (dinv ? 64.0 : 48.0) * n * k, [&] {  // a_j = rz_j / p_j'q_j; x_j += a_j p_j; r_j -= a_j q_j; rr_j, rz_j
-      if (k == 1) launch_cg_update_xr(n, X, R.data(), P.data(), Q.data(), dinv, Z.data(), sc, ws, s, totals);
-      else launch_multi_cg_update_xr(n, k, X, R.data(), P.data(), Q.data(), dinv, Z.data(), sc, ws, s, totals);
-    });
-    sums.finish_step(t, MultiCgStep::update_xr, k, sc, s);
-    t.run("update-p", 24.0 * n * k, [&] {  // p_j = z_j + b_j p_j
-      if (k == 1) launch_cg_update_p(n, P.data(), zr, sc, s);
-      else launch_multi_cg_update_p(n, k, P.data(), zr, sc, s);
-    });
-  });
+  IterationEngine::ConfirmConverged confirm;
+  if (&Ai != &A)  // the copy's recurrence converged: the true residual decides, and is the restart when too large
+    confirm = [&](int) {
+      residual();
+      start(true);
+      CgScalars h;
+      CHECK_CUDA(cudaMemcpyAsync(&h, sc, sizeof h, cudaMemcpyDeviceToHost, s));
+      sums.wait(s);
+      const bool restarted = h.status != kConverged;
+      e.result().residual_replacements += restarted;
+      return IterationEngine::Confirmation{std::sqrt(h.rr), restarted};
+    };
+  e.run(
+      rec,
+      [&](KernelTimer& t) {
+        if (k == 1) {  // q = A p, with p'q fused into the kernel's epilogue where it has one
+          bool fused_dot = true;
+          t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(Ai, P.data(), Q.data(), ws.sink(pq), s); });
+          if (!fused_dot) t.run("dot", 16.0 * n, [&] { launch_dot(P.data(), Q.data(), n, ws, pq, s); });
+        } else {
+          t.run("spmm", spmm_bytes, [&] { Ai.apply(1.0, P.data(), 0.0, Q.data(), k, s); });                     // Q = A P
+          t.run("dot", 16.0 * n * k, [&] { launch_multi_cg_pq(n, k, P.data(), Q.data(), sc, ws, s, totals); });  // p_j'q_j
+        }
+        sums.finish_step(t, MultiCgStep::pq, k, sc, s);
+        t.run("update-xr", (dinv ? 64.0 : 48.0) * n * k, [&] {  // a_j = rz_j / p_j'q_j; x_j += a_j p_j; r_j -= a_j q_j; rr_j, rz_j
+          if (k == 1) launch_cg_update_xr(n, X, R.data(), P.data(), Q.data(), dinv, Z.data(), sc, ws, s, totals);
+          else launch_multi_cg_update_xr(n, k, X, R.data(), P.data(), Q.data(), dinv, Z.data(), sc, ws, s, totals);
+        });
+        sums.finish_step(t, MultiCgStep::update_xr, k, sc, s);
+        t.run("update-p", 24.0 * n * k, [&] {  // p_j = z_j + b_j p_j
+          if (k == 1) launch_cg_update_p(n, P.data(), zr, sc, s);
+          else launch_multi_cg_update_p(n, k, P.data(), zr, sc, s);
+        });
+      },
+      confirm);
 }
 
 SolveResult solve_multi_cg(const LinearOperator& A, const PreconditionerOp* M, const DeviceBlock& B, DeviceBlock& X,

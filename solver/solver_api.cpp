@@ -22,6 +22,7 @@
 #include "kernels/matrix_setup.hpp"
 #include "kernels/nvtx.hpp"
 #include "kernels/registry.hpp"
+#include "kernels/solver_ops/thrust_ops.hpp"
 #include "kernels/setup_kernels.hpp"
 #include "solver/solver.hpp"
 #include "spcg/distributed.hpp"
@@ -238,6 +239,9 @@ struct Solver::Impl {
   std::unique_ptr<LinearOperator> op;
   const DistributedOperator* rank_op = nullptr;  // op, as a rank's share
   std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
+  std::unique_ptr<LinearOperator> op32;       // mixed precision: the kernel's FP32-values variant
+  Precision precision = Precision::double_precision;  // as resolved
+  std::string precision_reason;
   bool host_jacobi = false;                   // host backend
   std::vector<Phase> phases;
   std::vector<Phase> update_phases;  // the last update's
@@ -278,7 +282,10 @@ struct Solver::Impl {
       agree_over_ranks(comm, [&] { precond = make_preconditioner(options.precond, options.precond_options, in); });
     }
     const double precond_ms = ms_since(t_precond);
+    const auto t_precision = std::chrono::steady_clock::now();
+    resolve_precision(oo);
     phases = operator_phases(matrix, local, operator_ms);
+    phases[2].ms += op32 ? ms_since(t_precision) : 0.0;  // "conversion": the FP32 stripes
     if (rank_op) phases.push_back({"connect", connect_ms});
     phases.push_back({"preconditioner", precond_ms});
     // A solve keeps only what it reads: the device CSR and the layouts no operator or preconditioner holds go,
@@ -286,6 +293,53 @@ struct Solver::Impl {
     if (matrix.release_unheld() >= SetupMemoryRule::give_back_from_bytes) release_idle_device_memory();
     phases.push_back({std::string(kSetupTotalPhase), ms_since(t_setup)});
     if (comm) comm->set_timing(times_each_kernel(options, global_rows));
+  }
+
+  // Mixed precision where it runs (cg with Jacobi or none, one GPU, a kernel with an FP32 variant) and is asked
+  // for, or auto where the values are FP32 numbers already; the reason either way. Before the setup lets the
+  // device CSR go (auto reads its values).
+  void resolve_precision(const OperatorOptions& oo) {
+    op32.reset();
+    precision = Precision::double_precision;
+    if (options.precision == Precision::double_precision) {
+      precision_reason = "asked";
+      return;
+    }
+    const Preconditioner pc = precond ? precond->report().kind : Preconditioner::none;
+    const KernelEntry* kernel = find_kernel(op->chosen(1));
+    std::string why_not;
+    if (rank_op) why_not = "several GPUs keep FP64 values";
+    else if (options.solver != SolverKind::cg) why_not = "mixed precision is cg's, not " + std::string(name_of(options.solver)) + "'s";
+    else if (pc != Preconditioner::none && pc != Preconditioner::jacobi)
+      why_not = "mixed precision runs with Jacobi or no preconditioner, not " + std::string(name_of(pc));
+    else if (options.iteration.vector_ops == VectorOps::thrust) why_not = "the Thrust reference path is FP64";
+    else if (!kernel || kernel->fp32_variant.empty())
+      why_not = "kernel " + op->chosen(1) + " has no FP32-values variant (those with one: " + kernels_with_fp32_variant() + ")";
+    if (options.precision == Precision::mixed && !why_not.empty()) throw UsageError("--precision mixed: " + why_not);
+    if (why_not.empty() && options.precision == Precision::automatic) {
+      const DeviceCsr& csr = *setup->device_csr();
+      const int64_t changed = thrust_count_not_fp32(csr.values.data(), csr.nnz, 0);
+      if (changed > 0)
+        why_not = std::to_string(changed) + " of the " + std::to_string(csr.nnz) +
+                  " values are not FP32 numbers (--precision mixed iterates on their FP32 roundings, the FP64 "
+                  "residual putting the answer right)";
+    }
+    if (!why_not.empty()) {
+      precision_reason = why_not;
+      return;
+    }
+    op32 = make_operator(kernel->fp32_variant, *setup, oo);
+    precision = Precision::mixed;
+    precision_reason = options.precision == Precision::mixed
+                           ? "asked: " + op32->name() + " in the iteration, the FP64 residual judging it"
+                           : "every value is an FP32 number: " + op32->name() + " loses nothing and reads half the value bytes";
+  }
+
+  static std::string kernels_with_fp32_variant() {
+    std::string names;
+    for (const KernelEntry& e : kernel_registry())
+      if (!e.fp32_variant.empty()) names += (names.empty() ? "" : ", ") + e.name;
+    return names;
   }
 
   // ---- update_values: new values on the kept pattern ----
@@ -323,10 +377,12 @@ struct Solver::Impl {
     ph.front().ms += copy_ms;
     ph.push_back({"preconditioner", precond_ms});
     precond.reset();  // it may hold a reference to the old operator
+    op32.reset();
     op = std::move(new_op);
     precond = std::move(new_precond);
     setup = std::move(new_setup);  // before the host CSR it holds by reference
     host = std::move(new_host);
+    resolve_precision(oo);  // the FP32 copy of the new values (auto: are they FP32 numbers?)
     // The CSR and layouts no one holds go, as after the setup; what the old setup let go stays in the pool,
     // where the next update's allocations of the same sizes find it (a new pool allocation costs 0.08-0.31 ms)
     setup->release_unheld();
@@ -361,6 +417,8 @@ struct Solver::Impl {
   }
 
   void set_up_on_host() {
+    if (options.precision == Precision::mixed) throw UsageError("--precision mixed needs the GPU backend (Eigen's CG is FP64)");
+    precision_reason = "the host backend (Eigen's CG) is FP64";
     const auto t0 = std::chrono::steady_clock::now();
     host_stats = compute_stats(*host, options.duplicates_summed);
     phases = {{"statistics", ms_since(t0)}};
@@ -384,7 +442,12 @@ struct Solver::Impl {
       NvtxRange range("solve");
       // auto may have chosen none: its report stays, the solvers get no preconditioner
       const PreconditionerOp* m = precond && precond->report().kind != Preconditioner::none ? precond.get() : nullptr;
-      r = ::spcg::solve(options.solver, *op, m, B, X, iteration_options());
+      if (op32) {  // the iteration's products on the FP32 copy, the true residual on op
+        const MixedPrecisionOperator mixed(*op, *op32);
+        r = ::spcg::solve(options.solver, mixed, m, B, X, iteration_options());
+      } else {
+        r = ::spcg::solve(options.solver, *op, m, B, X, iteration_options());
+      }
     }
     if (options.profile_solves) CHECK_CUDA(cudaProfilerStop());
     r.vectors_ms = vectors_ms;
@@ -524,6 +587,8 @@ std::string Solver::kernel(int k) const {
   const std::string chosen = impl_->op->chosen(k);
   return impl_->op->name() == "auto" ? "auto -> " + chosen : chosen;
 }
+Precision Solver::precision() const { return impl_->precision; }
+const std::string& Solver::precision_reason() const { return impl_->precision_reason; }
 const std::string& Solver::kernel_reason() const {
   static const std::string none;
   return impl_->op ? impl_->op->setup_info().reason : none;

@@ -148,6 +148,13 @@ std::vector<int> widths(const std::string& kernel, const std::string& matrix) {
   return real_file ? std::vector<int>{1, 3} : std::vector<int>{1, 2, 5};
 }
 
+// The relative rounding a kernel's stored values add to each product (KernelEntry::fp32_values: 2^-24, the
+// FP32 rounding of a_ij; FP64 values add none beyond the sums' own).
+double value_rounding(const std::string& kernel) {
+  const KernelEntry* e = find_kernel(kernel);
+  return e && e->fp32_values ? std::ldexp(1.0, -24) : 0.0;
+}
+
 // The GPU fixture (skips without a device; asynchronous errors fail the test that caused them), parameterised.
 class KernelVsEigen : public spcg::test::GpuTest,
                       public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
@@ -184,7 +191,7 @@ TEST_P(KernelVsEigen, MatchesReference) {
           // Error bound of a sum of row-length products, scaled by magnitudes (x in [-1, 1]).
           const double len = std::max(1, a.row_length(i));
           const double scale = std::abs(alpha) * row_abs + (beta == 0 ? 0 : std::abs(beta * y0.at(i, j)));
-          const double tol = 4.0 * (len + 2) * std::numeric_limits<double>::epsilon() * scale + 1e-300;
+          const double tol = (4.0 * (len + 2) * std::numeric_limits<double>::epsilon() + value_rounding(kernel)) * scale + 1e-300;
           const double g = got[static_cast<size_t>(i) * k + j];
           ASSERT_TRUE(std::isfinite(g)) << kernel << " " << mname << " k=" << k << " row " << i << " col " << j
                                         << " not written or NaN read (beta=" << beta << ")";
@@ -428,7 +435,8 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
           want += static_cast<long double>(a.values[p]) * hx[a.col_idx[p]];
           row_abs += std::abs(static_cast<long double>(a.values[p]) * hx[a.col_idx[p]]);
         }
-        const double tol = 4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() * static_cast<double>(row_abs) + 1e-300;
+        const double tol = (4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() + value_rounding(name)) *
+                               static_cast<double>(row_abs) + 1e-300;
         ASSERT_TRUE(std::isfinite(hy[i])) << what << ": y[" << i << "] not written";
         ASSERT_LE(std::abs(hy[i] - static_cast<double>(want)), tol) << what << " row " << i;
         dot += static_cast<long double>(hx[i]) * hy[i];

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "sparse/eigen_bridge.hpp"
+#include "sparse/problem.hpp"
 #include "spcg/error.hpp"
 #include "spcg/generators.hpp"
 #include "spcg/matrix_market.hpp"
@@ -944,4 +945,80 @@ TEST_F(GpuSolver, OneReductionRefusesWhatItDoesNotRun) {
   }
   o.solver = SolverKind::cg, o.iteration.vector_ops = VectorOps::thrust;
   EXPECT_THROW(Solver(CsrMatrix(a), o).solve(RhsKind::ones, 1, 0, x), UsageError);
+}
+
+// Mixed precision (cg, Jacobi or none): where every value is an FP32 number (the stencils) auto takes it and
+// loses nothing: the FP32 stripes widen to the FP64 ones, so x is the double run's bit for bit; where they are
+// not (jump3d's coefficients), auto stays double and says why, and mixed asked for iterates on the FP32 rounding
+// with the FP64 true residual judging it: it still reaches rtol 1e-10 by the host's ||b - A x||.
+TEST_F(GpuSolver, MixedPrecisionLosesNothingOnFp32ValuesAndReachesTheFp64Residual) {
+  auto solve_with = [](const CsrMatrix& a, Precision p, Preconditioner pc, double rtol, DenseBlock& x) {
+    SolverOptions o;
+    o.kernel = "dia", o.precision = p, o.precond = pc;
+    o.iteration.stop.rtol = rtol, o.iteration.deterministic = true, o.iteration.persistent = Switch::off;
+    Solver s(CsrMatrix(a), o);
+    SolveResult r = s.solve(RhsKind::random, 1, 81, x);
+    return std::make_tuple(std::move(r), s.precision(), s.precision_reason());
+  };
+  for (const Preconditioner pc : {Preconditioner::none, Preconditioner::jacobi}) {
+    const CsrMatrix a = poisson3d_7pt(24);
+    DenseBlock x64, x32;
+    const auto [r64, p64, why64] = solve_with(a, Precision::double_precision, pc, 1e-10, x64);
+    const auto [r32, p32, why32] = solve_with(a, Precision::automatic, pc, 1e-10, x32);
+    EXPECT_EQ(p64, Precision::double_precision);
+    ASSERT_EQ(p32, Precision::mixed) << why32;
+    EXPECT_NE(why32.find("FP32 number"), std::string::npos) << why32;
+    ASSERT_TRUE(r32.all_converged());
+    EXPECT_EQ(r32.columns[0].iterations, r64.columns[0].iterations) << name_of(pc);
+    EXPECT_EQ(std::memcmp(x32.data.data(), x64.data.data(), x64.data.size() * sizeof(double)), 0)
+        << name_of(pc) << ": FP32 copies of FP32 numbers changed x";
+  }
+  const CsrMatrix jump = generate("jump3d:12");
+  const DenseBlock b = make_rhs("random", jump.rows, 1, 81);
+  for (const Preconditioner pc : {Preconditioner::none, Preconditioner::jacobi}) {
+    DenseBlock x;
+    const auto [r_auto, p_auto, why_auto] = solve_with(jump, Precision::automatic, pc, 1e-10, x);
+    EXPECT_EQ(p_auto, Precision::double_precision);
+    EXPECT_NE(why_auto.find("not FP32 numbers"), std::string::npos) << why_auto;
+    const auto [r, p, why] = solve_with(jump, Precision::mixed, pc, 1e-10, x);
+    ASSERT_EQ(p, Precision::mixed) << why;
+    ASSERT_EQ(r.columns[0].status, ColumnStatus::converged) << name_of(pc) << ": " << to_string(r.columns[0].status);
+    EXPECT_LE(relative_residuals(jump, x, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(jump, x, b)[0] / r.columns[0].b_norm)
+        << name_of(pc);
+    // the FP32 values' recurrence stalls near their rounding: the FP64 residual was put back on the way
+    EXPECT_GE(r.residual_replacements, 1) << name_of(pc);
+  }
+}
+
+// Mixed precision runs where it can and is refused by name where it cannot: another solver, a general
+// preconditioner, a kernel without an FP32 variant, the host backend; auto there stays double with the reason.
+TEST_F(GpuSolver, MixedPrecisionRefusesWhatItDoesNotRun) {
+  const CsrMatrix a = poisson2d_5pt(30);
+  auto refusal = [&](SolverOptions o) {
+    o.precision = Precision::mixed;
+    try {
+      Solver s(CsrMatrix(a), o);
+      return std::string("(set up: ") + s.precision_reason() + ")";
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+  };
+  SolverOptions o;
+  o.kernel = "dia";
+  SolverOptions block = o;
+  block.solver = SolverKind::block_cg;
+  EXPECT_NE(refusal(block).find("cg's, not block-cg's"), std::string::npos) << refusal(block);
+  SolverOptions amg = o;
+  amg.precond = Preconditioner::amg;
+  EXPECT_NE(refusal(amg).find("not amg"), std::string::npos) << refusal(amg);
+  SolverOptions csr = o;
+  csr.kernel = "csr-vector";
+  EXPECT_NE(refusal(csr).find("kernel csr-vector has no FP32-values variant (those with one: dia)"), std::string::npos) << refusal(csr);
+  SolverOptions host = o;
+  host.backend = Backend::host;
+  EXPECT_NE(refusal(host).find("needs the GPU backend"), std::string::npos) << refusal(host);
+  csr.precision = Precision::automatic;
+  Solver s(CsrMatrix(a), csr);
+  EXPECT_EQ(s.precision(), Precision::double_precision);
+  EXPECT_NE(s.precision_reason().find("no FP32-values variant"), std::string::npos) << s.precision_reason();
 }

@@ -14,10 +14,10 @@ namespace {
 
 // The column tails of the multi-cg steps, run by the last block of a fused kernel on one GPU, or by
 // multi_cg_finish_kernel after the totals were summed over the ranks (several GPUs).
-__device__ void start_column(CgScalars* c, double rr, double rz, bool z_given) {
+__device__ void start_column(CgScalars* c, double rr, double rz, bool z_given, bool keep_iteration = false) {
   c->rr = rr;
   c->rz = rz;
-  c->iteration = 0;
+  if (!keep_iteration) c->iteration = 0;  // (a restart from the true residual goes on counting)
   c->status = kRunning;
   set_status(c, c->rr);
   if (z_given && !c->done && !(c->rz > 0)) {
@@ -64,7 +64,7 @@ __device__ void update_column(CgScalars* c, bool stepped, double rr, double rz, 
 
 __global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const double* __restrict__ dinv,
                                 double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
-                                unsigned* counter, double* rank_sums) {
+                                unsigned* counter, double* rank_sums, bool restart) {
   double v[2] = {0, 0};
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const double ri = r[i], zi = dinv ? dinv[i] * ri : ri;
@@ -76,7 +76,7 @@ __global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const d
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
     if (rank_sums) rank_sums[0] = out[0], rank_sums[1] = out[1];
-    else start_column(s, out[0], out[1], false);
+    else start_column(s, out[0], out[1], false, restart);
   }
 }
 
@@ -254,10 +254,10 @@ __global__ void multi_cg_update_p_kernel(int64_t n, int k, double* __restrict__ 
 }  // namespace
 
 void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* sc,
-                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
+                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums, bool restart) {
   const int blocks = std::min(ws.capacity, reduction_blocks(std::max<int64_t>(n, 1)));
   cg_start_kernel<<<blocks, VectorTuning::threads, 0, stream>>>(n, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()),
-                                                                const_cast<unsigned*>(ws.counter.data()), rank_sums);
+                                                                const_cast<unsigned*>(ws.counter.data()), rank_sums, restart);
   CHECK_LAUNCH("cg-start");
 }
 

@@ -30,8 +30,10 @@ enum CgStatus : int { kRunning = 0, kConverged = 1, kMaxIterations = 2, kBreakdo
 
 // Start of CG: z = dinv .* r (or z = r), p = z, s.rz = r.z, s.rr = r.r, status by tolerance.
 // rank_sums (several GPUs): rr, rz written there instead, finished by launch_multi_cg_finish(start, 1, ...).
+// restart (one GPU): from a true residual put back mid-solve, the iteration count kept.
 void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
-                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
+                     const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr,
+                     bool restart = false);
 // alpha = rz / pq; x += alpha p; r -= alpha q; z = dinv .* r; rr, rz reduced; beta = rz_new / rz; status.
 // rank_sums: as launch_cg_start's (launch_multi_cg_finish(update_xr, 1, ...) after the sum over ranks).
 void launch_cg_update_xr(int64_t n, double* x, double* r, const double* p, const double* q, const double* dinv, double* z,

@@ -3,6 +3,7 @@
 #include <thrust/inner_product.h>
 #include <thrust/transform.h>
 #include <thrust/copy.h>
+#include <thrust/count.h>
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/device_array.hpp"
@@ -36,4 +37,10 @@ void thrust_sqrt(const double* x, double* y, int64_t n, cudaStream_t s) {
 void thrust_copy(const double* x, double* y, int64_t n, cudaStream_t s) {
   thrust::copy(thrust::cuda::par_nosync.on(s), dp(x), dp(x) + n, dp(y));
 }
+int64_t thrust_count_not_fp32(const double* v, int64_t n, cudaStream_t s) {
+  ThrustPoolAllocator scratch;
+  return thrust::count_if(thrust::cuda::par(scratch).on(s), dp(v), dp(v) + n,
+                          [] __device__(double x) { return static_cast<double>(static_cast<float>(x)) != x; });
+}
+
 }  // namespace spcg

@@ -12,4 +12,6 @@ void thrust_xpby(const double* x, double b, double* y, int64_t n, cudaStream_t s
 void thrust_mul(const double* d, const double* x, double* y, int64_t n, cudaStream_t s);  // y = d .* x
 void thrust_sqrt(const double* x, double* y, int64_t n, cudaStream_t s);        // y = sqrt(x)
 void thrust_copy(const double* x, double* y, int64_t n, cudaStream_t s);
+// How many of v's values an FP32 copy would change (NaN counts: it compares unequal to itself).
+int64_t thrust_count_not_fp32(const double* v, int64_t n, cudaStream_t s);
 }  // namespace spcg

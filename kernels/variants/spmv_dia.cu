@@ -8,7 +8,10 @@
 // Work mapping: one thread per row, grid-stride over 256-row tiles, so the whole GPU sweeps each stripe
 // front to back together (DRAM page locality; giving each block one contiguous range of rows instead was
 // measured 9% slower on 7-pt 200^3, H200). Rows whose every diagonal lands inside x skip the bounds test.
+// dia-f32: the same stripes with FP32 values (half the value bytes; x, y and the sums stay FP64), the iteration
+// operator of mixed precision (SolverOptions::precision); made from the FP64 stripes by one conversion pass.
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
@@ -24,17 +27,28 @@ struct DiaTuning {
   static constexpr double max_fill = 1.5;    // stored slots over nonzeros
 };
 
-// Stripes with caching loads when they are read twice (symmetric), streaming loads otherwise.
+// Stripes with caching loads when they are read twice (symmetric), streaming loads otherwise; FP32 values are
+// widened on load (the products and sums are FP64 either way).
 template <bool Symmetric>
 __device__ __forceinline__ double load_value(const double* p) {
   if constexpr (Symmetric) return __ldg(p);
   else return dev::load_stream(p);
 }
+template <bool Symmetric>
+__device__ __forceinline__ double load_value(const float* p) {
+  if constexpr (Symmetric) return static_cast<double>(__ldg(p));
+  else return static_cast<double>(__ldcs(p));
+}
 
-template <bool WithDot, bool Symmetric>
+__global__ void to_float_kernel(const double* __restrict__ in, int64_t count, float* __restrict__ out) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = static_cast<float>(in[i]);
+}
+
+template <bool WithDot, bool Symmetric, class V>
 __global__ void __launch_bounds__(DiaTuning::threads)
     dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, int min_offset, int max_offset,
-               const double* __restrict__ val, const double* __restrict__ x, int ld, double alpha, double beta,
+               const V* __restrict__ val, const double* __restrict__ x, int ld, double alpha, double beta,
                double* __restrict__ y, DotSink sink) {
   __shared__ int s_off[DiaTuning::max_diagonals];
   for (int d = threadIdx.x; d < diagonals; d += blockDim.x) s_off[d] = offsets[d];
@@ -71,11 +85,25 @@ __global__ void __launch_bounds__(DiaTuning::threads)
 
 class Dia final : public SpmvOperator, public FusedDotProduct {
  public:
-  Dia(const MatrixSetup& m) : SpmvOperator(m) {
+  Dia(const MatrixSetup& m, bool fp32) : SpmvOperator(m), fp32_(fp32) {
     dia_ = shared_dia(m, name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true, 1, info_);
+    if (fp32_) {  // the FP64 stripes stay shared (the true residual's operator reads them)
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t count = static_cast<int64_t>(dia_->values.size());
+      values32_ = DeviceArray<float>(static_cast<size_t>(count), "dia FP32 stripes");
+      if (count) {
+        to_float_kernel<<<grid_stride_blocks(count, DiaTuning::threads), DiaTuning::threads>>>(dia_->values.data(), count,
+                                                                                             values32_.data());
+        CHECK_LAUNCH("dia-f32 conversion");
+        CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+      }
+      info_.convert_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
-  std::string name() const override { return "dia"; }
-  double bytes_per_apply(int k) const override { return (8.0 * double(rows_) * dia_->diagonals + 16.0 * rows_) * k; }
+  std::string name() const override { return fp32_ ? "dia-f32" : "dia"; }
+  double bytes_per_apply(int k) const override {
+    return ((fp32_ ? 4.0 : 8.0) * double(rows_) * dia_->diagonals + 16.0 * rows_) * k;
+  }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     if (rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
     launch<true>(x, 1, 1.0, 0.0, y, s, sink);
@@ -93,20 +121,33 @@ class Dia final : public SpmvOperator, public FusedDotProduct {
     int blocks = grid_stride_blocks(rows_, DiaTuning::threads, DiaTuning::blocks_per_sm);
     if (WithDot) blocks = std::min(blocks, sink.capacity);
     auto go = [&](auto symmetric) {
-      dia_kernel<WithDot, decltype(symmetric)::value><<<blocks, DiaTuning::threads, 0, s>>>(
-          rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, dia_->values.data(), x,
-          ld, alpha, beta, y, sink);
+      constexpr bool sym = decltype(symmetric)::value;
+      if (fp32_)
+        dia_kernel<WithDot, sym, float><<<blocks, DiaTuning::threads, 0, s>>>(
+            rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, values32_.data(), x,
+            ld, alpha, beta, y, sink);
+      else
+        dia_kernel<WithDot, sym, double><<<blocks, DiaTuning::threads, 0, s>>>(
+            rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, dia_->values.data(),
+            x, ld, alpha, beta, y, sink);
     };
     if (dia_->symmetric) go(std::true_type{});
     else go(std::false_type{});
     CHECK_LAUNCH("dia");
   }
 
+  bool fp32_;
   std::shared_ptr<const DeviceDia> dia_;
+  DeviceArray<float> values32_;
 };
 
 }  // namespace
 
-std::unique_ptr<LinearOperator> make_dia(const MatrixSetup& m, const OperatorOptions&) { return std::make_unique<Dia>(m); }
+std::unique_ptr<LinearOperator> make_dia(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<Dia>(m, false);
+}
+std::unique_ptr<LinearOperator> make_dia_f32(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<Dia>(m, true);
+}
 
 }  // namespace spcg

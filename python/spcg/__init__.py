@@ -329,6 +329,7 @@ class SolveResult:
         k = len(self.columns)
         self.kernel = solver.kernel(max(1, k))
         self.kernel_reason = solver.kernel_reason
+        self.precision = solver.precision
         self.setup_phases = solver._native.setup_phases
         self.phases = list(self.setup_phases) + [("vectors", self.vectors_ms), ("solve", self.solve_ms)]
         self.preconditioner = solver.preconditioner
@@ -394,7 +395,7 @@ class SolveResult:
 _OPTION_NAMES = (
     "backend", "expected_columns", "check_matrix", "name", "timing", "block_size", "cheb_degree", "cheb_ratio",
     "amg_theta", "amg_prolongator", "amg_smoother", "amg_sweeps", "amg_p_smoothings", "amg_omega",
-    "amg_coarse_rows", "vector_ops", "check_every", "graph", "persistent", "recurrence", "deterministic",
+    "amg_coarse_rows", "vector_ops", "check_every", "graph", "persistent", "recurrence", "precision", "deterministic",
     "keep_history", "stagnation",
 )
 
@@ -465,6 +466,9 @@ class Solver:
       persistent ["{_DEFAULTS["persistent"]}"], recurrence ["{_DEFAULTS["recurrence"]}"], deterministic [{_DEFAULTS["deterministic"]}],
       stagnation [{_DEFAULTS["stagnation"]}]: the iteration (as the CLI's options of the same names; recurrence
           "one-reduction": cg with Jacobi or none sums once an iteration).
+      precision ["{_DEFAULTS["precision"]}"]: cg's matrix values in the iteration: "double", "mixed" (the kernel's FP32
+          variant, FP64 vectors and true residual) or "auto" (mixed where every value is an FP32 number); the
+          result is always judged by the FP64 true residual. .precision and .precision_reason tell the choice.
       keep_history [{_DEFAULTS["keep_history"]}]: keep each column's residual history (result.history, what
           result.plot() draws; the GPU backend keeps one, the host backend none).
 
@@ -613,6 +617,9 @@ class Solver:
     backend = property(lambda self: self._native.backend, doc='"gpu" or "host", as resolved at setup.')
     kernel_reason = property(lambda self: self._native.kernel_reason,
                              doc="Why auto chose its kernel (empty for a named kernel and on the host).")
+    precision = property(lambda self: self._native.precision,
+                         doc='"double" or "mixed" (FP32 matrix values in cg\'s iteration), as resolved at setup.')
+    precision_reason = property(lambda self: self._native.precision_reason, doc="Why that precision.")
     setup_phases = property(lambda self: self._native.setup_phases, doc="[(name, ms)]: what the setup spent.")
     update_phases = property(lambda self: self._native.update_phases,
                              doc="[(name, ms)]: what the last update_values spent (empty before one).")

@@ -253,6 +253,7 @@ SolverOptions options_from_python(const py::dict& d) {
     else if (key == "graph") it.graph = option_value<Switch>(v, "graph");
     else if (key == "persistent") it.persistent = option_value<Switch>(v, "persistent");
     else if (key == "recurrence") it.recurrence = option_value<CgRecurrence>(v, "recurrence");
+    else if (key == "precision") o.precision = option_value<Precision>(v, "precision");
     else if (key == "deterministic") it.deterministic = v.cast<bool>();
     else if (key == "keep_history") it.keep_history = v.cast<bool>();
     else if (key == "stagnation") it.stagnation_window = v.cast<int>();
@@ -283,6 +284,7 @@ py::dict default_options() {
   d["rtol"] = it.stop.rtol, d["atol"] = it.stop.atol, d["maxiter"] = it.stop.max_iterations;
   d["vector_ops"] = name_of(it.vector_ops), d["check_every"] = it.check_every;
   d["graph"] = name_of(it.graph), d["persistent"] = name_of(it.persistent), d["recurrence"] = name_of(it.recurrence);
+  d["precision"] = name_of(o.precision);
   d["deterministic"] = it.deterministic, d["keep_history"] = it.keep_history, d["stagnation"] = it.stagnation_window;
   d["block_size"] = p.block_size, d["cheb_degree"] = p.chebyshev_degree, d["cheb_ratio"] = p.chebyshev_ratio;
   d["amg_theta"] = p.strength_theta, d["amg_prolongator"] = name_of(p.prolongator);
@@ -465,6 +467,8 @@ class PySolver {
   std::string backend() const { return name_of(solver_->backend()); }
   std::string kernel(int k) const { return solver_->kernel(k); }
   std::string kernel_reason() const { return solver_->kernel_reason(); }
+  std::string precision() const { return name_of(solver_->precision()); }
+  std::string precision_reason() const { return solver_->precision_reason(); }
   py::list setup_phases() const { return phases_to_python(solver_->setup_phases()); }
   py::object preconditioner() const { return precond_to_python(solver_->preconditioner()); }
   py::dict stats() const { return stats_to_python(solver_->stats()); }
@@ -651,6 +655,8 @@ PYBIND11_MODULE(_spcg, m) {
       .def_property_readonly("backend", &PySolver::backend)
       .def("kernel", &PySolver::kernel, py::arg("k") = 1)
       .def_property_readonly("kernel_reason", &PySolver::kernel_reason)
+      .def_property_readonly("precision", &PySolver::precision)
+      .def_property_readonly("precision_reason", &PySolver::precision_reason)
       .def_property_readonly("setup_phases", &PySolver::setup_phases)
       .def_property_readonly("preconditioner", &PySolver::preconditioner)
       .def_property_readonly("stats", &PySolver::stats);

@@ -198,3 +198,21 @@ def test_recurrence_option_is_typed_and_reported(poisson):
         spcg.Solver(poisson, solver="block-cg", recurrence="one-reduction")
     with pytest.raises(spcg.UsageError, match="not chebyshev"):
         spcg.Solver(poisson, precond="chebyshev", recurrence="one-reduction")
+
+
+def test_precision_option_and_its_reason(poisson):
+    s = spcg.Solver(poisson, precond="jacobi")
+    assert s.precision in ("double", "mixed") and s.precision_reason
+    b = np.ones(poisson.shape[0])
+    if s.backend == "host":
+        assert s.precision == "double" and "host" in s.precision_reason
+        with pytest.raises(spcg.UsageError, match="GPU backend"):
+            spcg.Solver(poisson, precision="mixed")
+        return
+    # the GPU: FP32 values of dia in the iteration, judged by the FP64 residual
+    m = spcg.Solver(poisson, precond="jacobi", kernel="dia", precision="mixed")
+    assert m.precision == "mixed"
+    x, result = m.solve(b, rtol=1e-10)
+    assert result.converged and relres(poisson, x, b) <= 1.5e-10
+    with pytest.raises(spcg.UsageError, match="no FP32-values variant"):
+        spcg.Solver(poisson, kernel="csr-vector", precision="mixed")

@@ -31,6 +31,11 @@ enum class Backend { automatic, gpu, host };  // host: Eigen's CG (no device nee
 // collective whose latency a one-GPU reduction does not have), classic on one GPU (the same launches, 8 bytes a
 // row fewer).
 enum class CgRecurrence { automatic, classic, one_reduction };
+// Where cg's products read the matrix values: FP64, or mixed (the kernel's FP32-values variant inside the
+// iteration; the vectors, the sums and the true residual stay FP64, and the true residual replaces the recursive
+// one wherever the latter says converged, so every answer is judged in FP64); auto: mixed where the values are FP32
+// numbers already (nothing is lost) and the kernel has an FP32 variant, else double, with the reason.
+enum class Precision { automatic, double_precision, mixed };
 
 template <class E>
 struct OptionNames;
@@ -81,6 +86,12 @@ template <>
 struct OptionNames<CgRecurrence> {
   static constexpr std::array<std::pair<CgRecurrence, const char*>, 3> list{
       {{CgRecurrence::automatic, "auto"}, {CgRecurrence::classic, "classic"}, {CgRecurrence::one_reduction, "one-reduction"}}};
+};
+
+template <>
+struct OptionNames<Precision> {
+  static constexpr std::array<std::pair<Precision, const char*>, 3> list{
+      {{Precision::automatic, "auto"}, {Precision::double_precision, "double"}, {Precision::mixed, "mixed"}}};
 };
 
 // The name of a value ("multi-cg"), and the value of a name (nothing when it is not one).

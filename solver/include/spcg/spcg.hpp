@@ -76,6 +76,7 @@ struct SolverOptions {
   Backend backend = Backend::automatic;         // automatic: the GPU when one is usable, else the host
   KernelTiming timing = KernelTiming::automatic;  // automatic: per-kernel events for n >= 200000
   int expected_columns = 1;     // the block width the solves will use: auto picks the SpMM kernel for it
+  Precision precision = Precision::automatic;  // cg's matrix values in the iteration (solve_types.hpp)
   bool check_matrix = true;     // refuse a matrix that is not symmetric or has a non-positive diagonal
   std::string matrix_name = "matrix";  // names the matrix in error messages (a path, a generator spec)
   int64_t duplicates_summed = 0;       // from the reader: for the statistics
@@ -129,6 +130,9 @@ class Solver {
   // The kernel that runs at block width k ("dia"; auto's choice), and auto's reason (empty for a named kernel).
   std::string kernel(int k) const;
   const std::string& kernel_reason() const;
+  // The precision the solves run in (double or mixed, as resolved at setup) and why.
+  Precision precision() const;
+  const std::string& precision_reason() const;
   // upload, statistics, conversion, analysis, setup (total): what the setup spent.
   const std::vector<Phase>& setup_phases() const;
   // What the preconditioner's setup did (levels, phases, auto's reason; after update_values, the update's); null
