@@ -10,6 +10,34 @@
 
 namespace spcg {
 
+// The rank's product with the local block's FP32 copy: the same exchange and FP64 halo product around it.
+class DistributedOperator::Fp32View final : public LinearOperator, public FusedDotProduct, public RankShare {
+ public:
+  Fp32View(const DistributedOperator& parent, std::unique_ptr<LinearOperator> local32)
+      : LinearOperator(parent.rows(), parent.cols(), parent.nnz()), parent_(parent), local32_(std::move(local32)) {
+    collective_ = true;
+    info_ = local32_->setup_info();
+  }
+  std::string name() const override { return "distributed(" + local32_->name() + ")"; }
+  std::string chosen(int k) const override { return local32_->chosen(k) + " + halo csr-vector"; }
+  double bytes_per_apply(int k) const override {
+    return parent_.bytes_per_apply(k) - parent_.local_operator().bytes_per_apply(k) + local32_->bytes_per_apply(k);
+  }
+  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
+    return parent_.apply_with_dot_local(*local32_, x, y, sink, s);
+  }
+  Communicator& communicator() const override { return parent_.communicator(); }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    parent_.apply_with_local(*local32_, alpha, x, beta, y, k, s);
+  }
+
+ private:
+  const DistributedOperator& parent_;
+  std::unique_ptr<LinearOperator> local32_;
+};
+
 DistributedOperator::DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options)
     : LinearOperator(blocks.local), blocks_(std::move(blocks)), comm_(comm) {
   collective_ = true;
@@ -94,13 +122,23 @@ void DistributedOperator::connect(int k) const {
 }
 
 void DistributedOperator::apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const {
+  apply_with_local(*local_op_, alpha, x, beta, y, k, s);
+}
+
+bool DistributedOperator::apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const {
+  return apply_with_dot_local(*local_op_, x, y, sink, s);
+}
+
+void DistributedOperator::apply_with_local(const LinearOperator& local, double alpha, const double* x, double beta,
+                                           double* y, int k, cudaStream_t s) const {
   apply_around(x, alpha, y, k, nullptr, s, [&] {
-    local_op_->apply(alpha, x, beta, y, k, s);  // no rows: no launch
+    local.apply(alpha, x, beta, y, k, s);  // no rows: no launch
     return false;
   });
 }
 
-bool DistributedOperator::apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const {
+bool DistributedOperator::apply_with_dot_local(const LinearOperator& local, const double* x, double* y,
+                                               const DotSink& sink, cudaStream_t s) const {
   if (rows_ == 0) {  // no rows: this rank's part of the dot is zero (every rank calls the exchange)
     CHECK_CUDA(cudaMemsetAsync(sink.result, 0, sizeof(double), s));
     apply_around(x, 1.0, y, 1, &sink, s, [] { return true; });
@@ -109,10 +147,22 @@ bool DistributedOperator::apply_with_dot(const double* x, double* y, const DotSi
   bool fused = false;
   apply_around(x, 1.0, y, 1, &sink, s, [&] {
     // y = A_local x, with p'(A_local p) in the epilogue where the local kernel has one
-    fused = local_op_->nnz() > 0 ? ::spcg::apply_with_dot(*local_op_, x, y, sink, s) : (local_op_->apply(1.0, x, 0.0, y, 1, s), false);
+    fused = local.nnz() > 0 ? ::spcg::apply_with_dot(local, x, y, sink, s) : (local.apply(1.0, x, 0.0, y, 1, s), false);
     return fused;  // the halo product adds p'(A_halo p_halo)
   });
   return fused;
+}
+
+bool DistributedOperator::make_fp32_copy(const OperatorOptions& options) {
+  const KernelEntry* e = find_kernel(local_op_->chosen(1));
+  if (!e || e->fp32_variant.empty()) return false;
+  fp32_ = std::make_unique<Fp32View>(*this, make_operator(e->fp32_variant, *local_setup_, options));
+  return true;
+}
+
+const LinearOperator& DistributedOperator::iteration_copy() const {
+  if (fp32_) return *fp32_;
+  return *this;
 }
 
 }  // namespace spcg

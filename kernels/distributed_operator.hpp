@@ -21,7 +21,7 @@
 
 namespace spcg {
 
-class DistributedOperator final : public LinearOperator, public FusedDotProduct, public RankShare {
+class DistributedOperator final : public LinearOperator, public FusedDotProduct, public RankShare, public IterationCopy {
  public:
   // Takes the blocks over (the setups read them: a rank's share of a large system is not copied).
   DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options = {});
@@ -53,6 +53,11 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // (measured on 4 GPUs: docs/perf-notes.md). Collective: every rank calls it. Buffers for width k stay.
   void connect(int k) const;
   const LinearOperator& local_operator() const { return *local_op_; }
+  // Mixed precision: the local block's FP32-values kernel (the registry's variant of its choice) for the
+  // recurrences' products, the exchange and the halo product as they are; false (nothing made) where the local
+  // kernel has none. Before the setup lets the local CSR go.
+  bool make_fp32_copy(const OperatorOptions& options);
+  const LinearOperator& iteration_copy() const override;  // that copy, or this operator
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
   const RankBlocks& blocks() const { return blocks_; }
 
@@ -64,6 +69,13 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // runs, then the halo product (with the dot's second part into sink when local returns true).
   void apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink, cudaStream_t s,
                     const std::function<bool()>& local) const;
+  // y = alpha (local x_local + A_halo x_halo) + beta y, with `local` the rank's block kernel (FP64 or its copy)
+  void apply_with_local(const LinearOperator& local, double alpha, const double* x, double beta, double* y, int k,
+                        cudaStream_t s) const;
+  bool apply_with_dot_local(const LinearOperator& local, const double* x, double* y, const DotSink& sink,
+                            cudaStream_t s) const;
+  class Fp32View;
+  std::unique_ptr<Fp32View> fp32_;
 
  private:
   RankBlocks blocks_;  // the host blocks the setups read

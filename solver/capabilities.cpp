@@ -26,7 +26,6 @@ std::string several_gpus_refusal(const SolverOptions& o) {
   if (std::string why = several_gpus_refusal(o.iteration.vector_ops); !why.empty()) return why;
   if (!o.kernel.is_auto()) return "on several GPUs the kernel is auto (each rank picks its own for its local block)";
   if (o.backend == Backend::host) return "on several GPUs the backend is gpu (the host backend is one process)";
-  if (o.precision == Precision::mixed) return "on several GPUs the precision is double (the ranks' kernels keep FP64 values)";
   if (o.iteration.interrupted)
     return "on several GPUs a solve cannot take an interrupt hook (every rank would have to answer it alike)";
   return {};

@@ -237,7 +237,7 @@ struct Solver::Impl {
   Communicator* comm = nullptr;        // a rank of several: the ranks
   int32_t row_begin = 0, global_rows = 0;
   std::unique_ptr<LinearOperator> op;
-  const DistributedOperator* rank_op = nullptr;  // op, as a rank's share
+  DistributedOperator* rank_op = nullptr;  // op, as a rank's share
   std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
   std::unique_ptr<LinearOperator> op32;       // mixed precision: the kernel's FP32-values variant
   Precision precision = Precision::double_precision;  // as resolved
@@ -285,7 +285,7 @@ struct Solver::Impl {
     const auto t_precision = std::chrono::steady_clock::now();
     resolve_precision(oo);
     phases = operator_phases(matrix, local, operator_ms);
-    phases[2].ms += op32 ? ms_since(t_precision) : 0.0;  // "conversion": the FP32 stripes
+    phases[2].ms += precision == Precision::mixed ? ms_since(t_precision) : 0.0;  // "conversion": the FP32 stripes
     if (rank_op) phases.push_back({"connect", connect_ms});
     phases.push_back({"preconditioner", precond_ms});
     // A solve keeps only what it reads: the device CSR and the layouts no operator or preconditioner holds go,
@@ -295,9 +295,11 @@ struct Solver::Impl {
     if (comm) comm->set_timing(times_each_kernel(options, global_rows));
   }
 
-  // Mixed precision where it runs (cg with Jacobi or none, one GPU, a kernel with an FP32 variant) and is asked
-  // for, or auto where the values are FP32 numbers already; the reason either way. Before the setup lets the
-  // device CSR go (auto reads its values).
+  // Mixed precision where it runs (cg with Jacobi or none, a kernel with an FP32 variant: one GPU's, or each
+  // rank's local block's) and is asked for, or auto where the values are FP32 numbers already; the reason either
+  // way. On several GPUs every rank takes the same choice (a rank without it would leave the others' restarts
+  // unmatched): auto only where every rank can, and an asked-for mixed refused on every rank if one cannot. Before
+  // the setup lets the device CSR go (auto reads its values).
   void resolve_precision(const OperatorOptions& oo) {
     op32.reset();
     precision = Precision::double_precision;
@@ -306,33 +308,52 @@ struct Solver::Impl {
       return;
     }
     const Preconditioner pc = precond ? precond->report().kind : Preconditioner::none;
-    const KernelEntry* kernel = find_kernel(op->chosen(1));
+    const LinearOperator& local = rank_op ? rank_op->local_operator() : *op;
+    const KernelEntry* kernel = find_kernel(local.chosen(1));
     std::string why_not;
-    if (rank_op) why_not = "several GPUs keep FP64 values";
-    else if (options.solver != SolverKind::cg) why_not = "mixed precision is cg's, not " + std::string(name_of(options.solver)) + "'s";
+    if (options.solver != SolverKind::cg) why_not = "mixed precision is cg's, not " + std::string(name_of(options.solver)) + "'s";
     else if (pc != Preconditioner::none && pc != Preconditioner::jacobi)
       why_not = "mixed precision runs with Jacobi or no preconditioner, not " + std::string(name_of(pc));
     else if (options.iteration.vector_ops == VectorOps::thrust) why_not = "the Thrust reference path is FP64";
+    else if (persistent_cg_layout(*op) &&
+             (options.iteration.persistent == Switch::on ||
+              (options.iteration.persistent == Switch::automatic && options.precision == Precision::automatic)))
+      why_not = "the one-launch persistent CG runs this system (at most " + std::to_string(PersistentCgLimits::max_rows) +
+                " rows), in FP64";
     else if (!kernel || kernel->fp32_variant.empty())
-      why_not = "kernel " + op->chosen(1) + " has no FP32-values variant (those with one: " + kernels_with_fp32_variant() + ")";
-    if (options.precision == Precision::mixed && !why_not.empty()) throw UsageError("--precision mixed: " + why_not);
-    if (why_not.empty() && options.precision == Precision::automatic) {
-      const DeviceCsr& csr = *setup->device_csr();
+      why_not = "kernel " + local.chosen(1) + " has no FP32-values variant (those with one: " + kernels_with_fp32_variant() + ")";
+    if (options.precision == Precision::mixed) {
+      agree_over_ranks(comm, [&] {
+        if (!why_not.empty()) throw UsageError("--precision mixed: " + why_not + (comm ? " (rank " + std::to_string(comm->rank()) + ")" : ""));
+      });
+    } else if (why_not.empty()) {  // auto: FP32 copies of these values must lose nothing
+      const DeviceCsr& csr = *(rank_op ? rank_op->local_setup() : *setup).device_csr();
       const int64_t changed = thrust_count_not_fp32(csr.values.data(), csr.nnz, 0);
       if (changed > 0)
         why_not = std::to_string(changed) + " of the " + std::to_string(csr.nnz) +
                   " values are not FP32 numbers (--precision mixed iterates on their FP32 roundings, the FP64 "
                   "residual putting the answer right)";
     }
+    if (comm && options.precision == Precision::automatic) {  // every rank, or none
+      std::vector<double> unable{why_not.empty() ? 0.0 : 1.0};
+      sum_over_ranks(*comm, unable);
+      if (unable[0] > 0 && why_not.empty())
+        why_not = std::to_string(static_cast<int>(unable[0])) + " other rank(s) keep FP64 values (their reasons differ)";
+    }
     if (!why_not.empty()) {
       precision_reason = why_not;
       return;
     }
-    op32 = make_operator(kernel->fp32_variant, *setup, oo);
+    if (rank_op) {
+      rank_op->make_fp32_copy(oo);  // (it can: its kernel has a variant)
+    } else {
+      op32 = make_operator(kernel->fp32_variant, *setup, oo);
+    }
     precision = Precision::mixed;
+    const std::string copy = kernel->fp32_variant;
     precision_reason = options.precision == Precision::mixed
-                           ? "asked: " + op32->name() + " in the iteration, the FP64 residual judging it"
-                           : "every value is an FP32 number: " + op32->name() + " loses nothing and reads half the value bytes";
+                           ? "asked: " + copy + " in the iteration, the FP64 residual judging it"
+                           : "every value is an FP32 number: " + copy + " loses nothing and reads half the value bytes";
   }
 
   static std::string kernels_with_fp32_variant() {

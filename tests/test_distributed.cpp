@@ -377,6 +377,56 @@ TEST_F(GpuRanks, OneReductionCgRepeatsBitForBitAndOneRankIsOneGpu) {
   }
 }
 
+// Mixed precision on ranks: every rank's local block in FP32 (dia-f32), the exchange and the halo product FP64.
+// Where every value is an FP32 number auto takes it on every rank and x is the double run's bit for bit; where
+// not (jump3d), auto stays double on every rank and says why, and mixed asked for reaches rtol by the host's
+// ||b - A x||; ranks and one GPU agree on the choice.
+TEST_F(GpuRanks, MixedPrecisionOnRanksIsEveryRanksChoice) {
+  auto run = [](const CsrMatrix& a, int size, Precision p, Preconditioner pc, std::vector<std::string>* reasons) {
+    SolverOptions o = options_for(SolverKind::cg, pc, 1, /*deterministic=*/true);
+    o.precision = p;
+    const RowPartition part = partition_by_work(a, size);
+    InProcessGroup group(size, 30);
+    RanksOutcome out;
+    out.x = DenseBlock(a.rows, 1, std::nan(""));
+    reasons->assign(static_cast<size_t>(size), "");
+    std::vector<Precision> used(static_cast<size_t>(size));
+    spcg::test::rethrow_first(on_ranks(group, size, [&](int r) {
+      RankSolver solver(rank_blocks(a, part, r), a.rows, group.communicator(r), o);
+      used[static_cast<size_t>(r)] = solver.precision();
+      (*reasons)[static_cast<size_t>(r)] = solver.precision_reason();
+      DenseBlock x;
+      SolveResult res = solver.solve(RhsKind::random, 1, 13, x);
+      for (int32_t i = 0; i < solver.rows(); ++i) out.x.at(solver.row_begin() + i, 0) = x.at(i, 0);
+      if (r == 0) out.rank0 = std::move(res);
+    }));
+    for (const Precision u : used) EXPECT_EQ(u, used[0]) << "the ranks took different precisions";
+    return std::make_pair(out, used[0]);
+  };
+  std::vector<std::string> why;
+  for (const Preconditioner pc : {Preconditioner::none, Preconditioner::jacobi}) {
+    const CsrMatrix a = generate("poisson3d:14");
+    for (const int size : {1, 3}) {
+      const auto [x64, p64] = run(a, size, Precision::double_precision, pc, &why);
+      const auto [x32, p32] = run(a, size, Precision::automatic, pc, &why);
+      ASSERT_EQ(p32, Precision::mixed) << size << " ranks: " << why[0];
+      ASSERT_TRUE(x32.rank0.all_converged());
+      EXPECT_EQ(std::memcmp(x32.x.data.data(), x64.x.data.data(), x64.x.data.size() * sizeof(double)), 0)
+          << name_of(pc) << " on " << size << " ranks: FP32 copies of FP32 numbers changed x";
+    }
+    const CsrMatrix jump = generate("jump3d:8");
+    const DenseBlock b = make_rhs("random", jump.rows, 1, 13);
+    const auto [auto_run, p_auto] = run(jump, 3, Precision::automatic, pc, &why);
+    EXPECT_EQ(p_auto, Precision::double_precision);
+    EXPECT_NE(why[0].find("not FP32 numbers"), std::string::npos) << why[0];
+    const auto [mixed, p_mixed] = run(jump, 3, Precision::mixed, pc, &why);
+    ASSERT_EQ(p_mixed, Precision::mixed) << why[0];
+    ASSERT_TRUE(mixed.rank0.all_converged()) << name_of(pc);
+    EXPECT_LE(relative_residuals(jump, mixed.x, b)[0], 1e-10 + 2 * residual_rounding(jump, mixed.x, b)[0] / mixed.rank0.columns[0].b_norm)
+        << name_of(pc);
+  }
+}
+
 // A rank whose rows fail the checks (a negative diagonal) throws InputError naming the global row; the others,
 // waiting in their first sum, end with CommunicationError at once (no hang, no timeout needed).
 TEST_F(GpuRanks, AFailingRankEndsEveryRank) {

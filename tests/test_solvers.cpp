@@ -1021,4 +1021,13 @@ TEST_F(GpuSolver, MixedPrecisionRefusesWhatItDoesNotRun) {
   Solver s(CsrMatrix(a), csr);
   EXPECT_EQ(s.precision(), Precision::double_precision);
   EXPECT_NE(s.precision_reason().find("no FP32-values variant"), std::string::npos) << s.precision_reason();
+  // a small system auto runs as the one-launch persistent CG (FP64): auto keeps it; asking for both is refused
+  SolverOptions small;
+  Solver p(CsrMatrix(a), small);
+  if (a.rows <= persistent_cg_max_rows()) {  // (kernel auto keeps the persistent layout up to this size)
+    EXPECT_EQ(p.precision(), Precision::double_precision);
+    EXPECT_NE(p.precision_reason().find("persistent CG"), std::string::npos) << p.precision_reason();
+    small.iteration.persistent = Switch::on;
+    EXPECT_NE(refusal(small).find("persistent CG"), std::string::npos) << refusal(small);
+  }
 }
