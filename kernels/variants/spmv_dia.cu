@@ -5,8 +5,8 @@
 // from the same stripe o rows back (an L1/L2 hit: that part of the stripe was just streamed), which halves the
 // value bytes of a stencil (7-pt: 4 stripes instead of 7). Setup refuses matrices whose diagonals are mostly
 // padding.
-// Work mapping: one thread per row, grid-stride over 256-row tiles, so the whole GPU sweeps each stripe
-// front to back together (DRAM page locality; giving each block one contiguous range of rows instead was
+// Work mapping: one thread per row (two with FP32 values: DiaTuning), grid-stride over 256-row tiles, so the
+// whole GPU sweeps each stripe front to back together (DRAM page locality; giving each block one contiguous range of rows instead was
 // measured 9% slower on 7-pt 200^3, H200). Rows whose every diagonal lands inside x skip the bounds test.
 // dia-f32: the same stripes with FP32 values (half the value bytes; x, y and the sums stay FP64), the iteration
 // operator of mixed precision (SolverOptions::precision); made from the FP64 stripes by one conversion pass.
@@ -25,6 +25,12 @@ struct DiaTuning {
   static constexpr int blocks_per_sm = 8;  // all resident at once: one wave (grid_stride_blocks)
   static constexpr int max_diagonals = 256;  // offsets staged in shared memory
   static constexpr double max_fill = 1.5;    // stored slots over nonzeros
+  // U, the rows whose loads of one diagonal a thread issues together. Measured on an H100 (apply us, U = 1 / 2 / 4):
+  // FP64 poisson3d:200 144 / 171 / 195, 27-point 200^3 526 / 610 / 670 (one row streams best: more rows cost
+  // registers and L2 locality); FP32 values 114.5 / 105.1 / 119.0 and 327 / 314 / 358 (half the bytes a load:
+  // two rows keep enough in flight).
+  static constexpr int rows_per_thread_fp64 = 1;
+  static constexpr int rows_per_thread_fp32 = 2;
 };
 
 // Stripes with caching loads when they are read twice (symmetric), streaming loads otherwise; FP32 values are
@@ -45,7 +51,11 @@ __global__ void to_float_kernel(const double* __restrict__ in, int64_t count, fl
     out[i] = static_cast<float>(in[i]);
 }
 
-template <bool WithDot, bool Symmetric, class V>
+// Rows [first + u * blockDim.x, u < U) of a tile of U x blockDim.x consecutive rows: each thread's U rows issue
+// their loads of one diagonal together (U independent loads in flight), the tiles grid-stride so that the whole
+// GPU still sweeps each stripe front to back. Each row sums in the order of the one-row form (lower part by
+// descending offset, then the stored diagonals), so y does not depend on U.
+template <bool WithDot, bool Symmetric, class V, int U>
 __global__ void __launch_bounds__(DiaTuning::threads)
     dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, int min_offset, int max_offset,
                const V* __restrict__ val, const double* __restrict__ x, int ld, double alpha, double beta,
@@ -55,30 +65,59 @@ __global__ void __launch_bounds__(DiaTuning::threads)
   __syncthreads();
   // rows in [interior_begin, interior_end) read x only inside [0, cols)
   const int64_t interior_begin = min_offset < 0 ? -min_offset : 0;
-  const int64_t interior_end = int64_t{cols} - (max_offset > 0 ? max_offset : 0);
+  const int64_t interior_end = std::min<int64_t>(rows, int64_t{cols} - (max_offset > 0 ? max_offset : 0));
+  const int64_t tile = int64_t{U} * blockDim.x;
   double dot = 0;
-  for (int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; row < rows; row += int64_t{gridDim.x} * blockDim.x) {
-    double sum = 0;
-    const bool interior = row >= interior_begin && row < interior_end;
-    if constexpr (Symmetric) {
-      // lower part, offsets -o_d for d = diagonals-1 .. 1 (ascending column), read from row - o_d of stripe d
-      for (int d = diagonals - 1; d >= 0 && s_off[d] > 0; --d) {
-        const int64_t j = row - s_off[d];
-        if (interior || j >= 0) sum += load_value<true>(val + int64_t{d} * rows + j) * dev::load_x(x + j * ld);
+  for (int64_t first = int64_t{blockIdx.x} * tile + threadIdx.x; first < rows; first += int64_t{gridDim.x} * tile) {
+    double sum[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) sum[u] = 0;
+    if (first >= interior_begin && first + int64_t{U - 1} * blockDim.x < interior_end) {
+      if constexpr (Symmetric) {
+        // lower part, offsets -o_d for d = diagonals-1 .. 1 (ascending column), read from row - o_d of stripe d
+        for (int d = diagonals - 1; d >= 0 && s_off[d] > 0; --d) {
+          const int64_t o = s_off[d];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t j = first + u * int64_t{blockDim.x} - o;
+            sum[u] += load_value<true>(val + int64_t{d} * rows + j) * dev::load_x(x + j * ld);
+          }
+        }
       }
-    }
-    if (interior) {
-#pragma unroll 8
-      for (int d = 0; d < diagonals; ++d)
-        sum += load_value<Symmetric>(val + int64_t{d} * rows + row) * dev::load_x(x + (row + s_off[d]) * ld);
-    } else {
+#pragma unroll 2
       for (int d = 0; d < diagonals; ++d) {
-        const int64_t j = row + s_off[d];
-        if (j >= 0 && j < cols) sum += load_value<Symmetric>(val + int64_t{d} * rows + row) * dev::load_x(x + j * ld);
+        const int64_t o = s_off[d];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t row = first + u * int64_t{blockDim.x};
+          sum[u] += load_value<Symmetric>(val + int64_t{d} * rows + row) * dev::load_x(x + (row + o) * ld);
+        }
+      }
+    } else {  // a tile at the edges: each row by itself, with the bounds tests
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t row = first + u * int64_t{blockDim.x};
+        if (row >= rows) break;
+        const bool interior = row >= interior_begin && row < interior_end;
+        if constexpr (Symmetric) {
+          for (int d = diagonals - 1; d >= 0 && s_off[d] > 0; --d) {
+            const int64_t j = row - s_off[d];
+            if (interior || j >= 0) sum[u] += load_value<true>(val + int64_t{d} * rows + j) * dev::load_x(x + j * ld);
+          }
+        }
+        for (int d = 0; d < diagonals; ++d) {
+          const int64_t j = row + s_off[d];
+          if (j >= 0 && j < cols) sum[u] += load_value<Symmetric>(val + int64_t{d} * rows + row) * dev::load_x(x + j * ld);
+        }
       }
     }
-    dev::store_y(y + row * ld, alpha, sum, beta);
-    if (WithDot) dot += x[row] * (alpha * sum);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = first + u * int64_t{blockDim.x};
+      if (row >= rows) break;
+      dev::store_y(y + row * ld, alpha, sum[u], beta);
+      if (WithDot) dot += x[row] * (alpha * sum[u]);
+    }
   }
   if (WithDot) dev::dot_epilogue(sink, dot);
 }
@@ -118,23 +157,33 @@ class Dia final : public SpmvOperator, public FusedDotProduct {
  private:
   template <bool WithDot>
   void launch(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink) const {
-    int blocks = grid_stride_blocks(rows_, DiaTuning::threads, DiaTuning::blocks_per_sm);
+    if (fp32_) launch_rows<WithDot, DiaTuning::rows_per_thread_fp32>(x, ld, alpha, beta, y, s, sink);
+    else launch_rows<WithDot, DiaTuning::rows_per_thread_fp64>(x, ld, alpha, beta, y, s, sink);
+  }
+  template <bool WithDot, int U>
+  void launch_rows(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink) const {
+    int blocks = grid_stride_blocks((rows_ + U - 1) / U, DiaTuning::threads, DiaTuning::blocks_per_sm);
     if (WithDot) blocks = std::min(blocks, sink.capacity);
     auto go = [&](auto symmetric) {
       constexpr bool sym = decltype(symmetric)::value;
-      if (fp32_)
-        dia_kernel<WithDot, sym, float><<<blocks, DiaTuning::threads, 0, s>>>(
-            rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, values32_.data(), x,
-            ld, alpha, beta, y, sink);
-      else
-        dia_kernel<WithDot, sym, double><<<blocks, DiaTuning::threads, 0, s>>>(
-            rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, dia_->values.data(),
-            x, ld, alpha, beta, y, sink);
+      if constexpr (U == DiaTuning::rows_per_thread_fp32) {
+        if (fp32_)
+          return dia_kernel<WithDot, sym, float, U><<<blocks, DiaTuning::threads, 0, s>>>(
+              rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, values32_.data(),
+              x, ld, alpha, beta, y, sink);
+      }
+      if constexpr (U == DiaTuning::rows_per_thread_fp64) {
+        if (!fp32_)
+          return dia_kernel<WithDot, sym, double, U><<<blocks, DiaTuning::threads, 0, s>>>(
+              rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset,
+              dia_->values.data(), x, ld, alpha, beta, y, sink);
+      }
     };
     if (dia_->symmetric) go(std::true_type{});
     else go(std::false_type{});
     CHECK_LAUNCH("dia");
   }
+
 
   bool fp32_;
   std::shared_ptr<const DeviceDia> dia_;
