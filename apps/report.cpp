@@ -40,10 +40,9 @@ void print_report(const SolveReport& r) {
   std::printf("\n== spcg solve: %s (%s)\n", r.name.c_str(), r.matrix.c_str());
   std::printf("system      %lld rows, %lld nonzeros, %d right-hand side(s)\n", static_cast<long long>(r.rows),
               static_cast<long long>(r.nnz), r.nrhs);
-  std::string recurrence;
-  if (s.used_one_reduction)
-    recurrence = ", one-reduction recurrence" +
-                 (s.residual_replacements ? " (" + std::to_string(s.residual_replacements) + " residual replacements)" : std::string());
+  std::string recurrence = s.used_one_reduction ? ", one-reduction recurrence" : "";
+  if (s.residual_replacements)
+    recurrence += ", " + std::to_string(s.residual_replacements) + " residual replacement(s)";
   std::printf("solver      %s, precond %s, vector ops %s, backend %s%s%s\n", r.solver.c_str(), r.precond.c_str(),
               r.vector_ops.c_str(), r.backend.c_str(), recurrence.c_str(),
               s.used_persistent ? ", persistent kernel" : s.used_graph ? ", CUDA graph" : "");

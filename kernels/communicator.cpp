@@ -175,6 +175,10 @@ void NcclCommunicator::sum_impl(double* values, size_t count, cudaStream_t s) {
   if (!gathered_) gathered_ = std::make_unique<Gathered>();
   Gathered& g = *gathered_;
   if (g.capacity < count) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    CHECK_CUDA(cudaStreamIsCapturing(s, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone)  // a solver's start must make its largest sum before a batch
+      throw CudaError("NCCL sums: a sum of " + std::to_string(count) + " values would grow the buffer inside a CUDA graph capture");
     CHECK_CUDA(cudaStreamSynchronize(s));  // the old buffer may still be read by the stream
     g.capacity = std::max(count, GatheredSums::min_capacity);
     g.values = DeviceArray<double>(g.capacity * static_cast<size_t>(size_), "NCCL gathered sums");

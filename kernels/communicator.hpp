@@ -45,6 +45,7 @@ class Communicator {
   virtual bool capturable() const { return false; }
   // Time every later call with events (costs two event records per call).
   void set_timing(bool on) { timing_ = on; }
+  bool timing() const { return timing_; }
   // The counts so far; waits for the timed calls' events.
   CommunicationStats stats() const;
   // Calls a CUDA graph replays: counted once per replay (a capture counted them once, as they were enqueued).

@@ -85,6 +85,10 @@ DistributedOperator::~DistributedOperator() {
 void DistributedOperator::apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink,
                                        cudaStream_t s, const std::function<bool()>& local) const {
   if (k > width_) {  // buffers for the widest block so far (the stream's earlier uses are done with the old ones)
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    CHECK_CUDA(cudaStreamIsCapturing(s, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone)  // a solver's first product comes before its first batch
+      throw CudaError("distributed product: width " + std::to_string(k) + " would grow its buffers inside a CUDA graph capture");
     CHECK_CUDA(cudaStreamSynchronize(s));
     CHECK_CUDA(cudaStreamSynchronize(exchange_stream_));
     send_x_ = DeviceArray<double>(send_rows_.size() * k, "distributed send buffer");
@@ -153,10 +157,11 @@ bool DistributedOperator::apply_with_dot_local(const LinearOperator& local, cons
   return fused;
 }
 
-bool DistributedOperator::make_fp32_copy(const OperatorOptions& options) {
+bool DistributedOperator::make_fp32_copy(const OperatorOptions& options, bool exact) {
   const KernelEntry* e = find_kernel(local_op_->chosen(1));
   if (!e || e->fp32_variant.empty()) return false;
   fp32_ = std::make_unique<Fp32View>(*this, make_operator(e->fp32_variant, *local_setup_, options));
+  fp32_exact_ = exact;
   return true;
 }
 

@@ -56,8 +56,9 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // Mixed precision: the local block's FP32-values kernel (the registry's variant of its choice) for the
   // recurrences' products, the exchange and the halo product as they are; false (nothing made) where the local
   // kernel has none. Before the setup lets the local CSR go.
-  bool make_fp32_copy(const OperatorOptions& options);
+  bool make_fp32_copy(const OperatorOptions& options, bool exact);
   const LinearOperator& iteration_copy() const override;  // that copy, or this operator
+  bool copy_is_exact() const override { return fp32_exact_; }  // exact: every value (on every rank) an FP32 number
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
   const RankBlocks& blocks() const { return blocks_; }
 
@@ -76,6 +77,7 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
                             cudaStream_t s) const;
   class Fp32View;
   std::unique_ptr<Fp32View> fp32_;
+  bool fp32_exact_ = false;
 
  private:
   RankBlocks blocks_;  // the host blocks the setups read

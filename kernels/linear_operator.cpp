@@ -49,6 +49,11 @@ const LinearOperator& iteration_operator(const LinearOperator& A) {
   return c ? c->iteration_copy() : A;
 }
 
+bool iteration_copy_is_inexact(const LinearOperator& A) {
+  const auto* c = dynamic_cast<const IterationCopy*>(&A);
+  return c && &c->iteration_copy() != &A && !c->copy_is_exact();
+}
+
 Communicator* ranks_of(const LinearOperator& A) {
   const auto* r = dynamic_cast<const RankShare*>(&A);
   return r ? &r->communicator() : nullptr;

@@ -121,14 +121,16 @@ class IterationCopy {
  public:
   virtual ~IterationCopy() = default;
   virtual const LinearOperator& iteration_copy() const = 0;
+  // The copy's products are A's bit for bit (every value an FP32 number): its recurrence needs no FP64 check.
+  virtual bool copy_is_exact() const = 0;
 };
 
 // Mixed precision's operator for one solve: applies are the FP64 kernel's (the true residual, reports), the
 // recurrences' products the FP32 variant's (IterationCopy). Holds neither.
 class MixedPrecisionOperator final : public LinearOperator, public FusedDotProduct, public IterationCopy {
  public:
-  MixedPrecisionOperator(const LinearOperator& fp64, const LinearOperator& fp32)
-      : LinearOperator(fp64.rows(), fp64.cols(), fp64.nnz()), fp64_(fp64), fp32_(fp32) {
+  MixedPrecisionOperator(const LinearOperator& fp64, const LinearOperator& fp32, bool exact)
+      : LinearOperator(fp64.rows(), fp64.cols(), fp64.nnz()), fp64_(fp64), fp32_(fp32), exact_(exact) {
     info_ = fp64.setup_info();
   }
   std::string name() const override { return fp64_.name(); }
@@ -137,6 +139,7 @@ class MixedPrecisionOperator final : public LinearOperator, public FusedDotProdu
   bool deterministic() const override { return fp64_.deterministic() && fp32_.deterministic(); }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override;
   const LinearOperator& iteration_copy() const override { return fp32_; }
+  bool copy_is_exact() const override { return exact_; }
 
  protected:
   void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
@@ -146,6 +149,7 @@ class MixedPrecisionOperator final : public LinearOperator, public FusedDotProdu
  private:
   const LinearOperator& fp64_;
   const LinearOperator& fp32_;
+  bool exact_;
 };
 
 // y = A x, with x . y fused where A offers it (FusedDotProduct); returns whether it did.
@@ -156,6 +160,9 @@ const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A);
 Communicator* ranks_of(const LinearOperator& A);
 // The operator a recurrence's products run on: A's IterationCopy, or A itself.
 const LinearOperator& iteration_operator(const LinearOperator& A);
+// Whether a recurrence on iteration_operator(A) needs its convergence confirmed by A's true residual (a copy
+// whose values are not A's).
+bool iteration_copy_is_inexact(const LinearOperator& A);
 
 // Base for SpMV kernels: a k-column block is applied column by column with stride k (repeated SpMV).
 class SpmvOperator : public LinearOperator {

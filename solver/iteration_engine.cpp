@@ -156,7 +156,7 @@ bool IterationEngine::graphs() const {
   // host as one graph launch. The sums and exchanges never grow their buffers inside a batch: each solver's start
   // makes its largest sum and its first product before the first batch.
   const Communicator* ranks = reductions_.communicator();
-  return (!ranks || (ranks->capturable() && !timer_.enabled())) &&
+  return (!ranks || (ranks->capturable() && !ranks->timing() && !timer_.enabled())) &&
          (options_.graph == Switch::on || (options_.graph == Switch::automatic && !timer_.enabled()));
 }
 
@@ -190,6 +190,9 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
   GraphReplay replay(stream_, use_graph, timer_, reductions_.communicator());
   std::vector<CgScalars> h(static_cast<size_t>(k));
   std::vector<int> last(static_cast<size_t>(k), -1);
+  // the iteration of each column's last (re)start: there the recursive residual is b - A x itself (every
+  // recurrence starts from it), so a claim made there needs no confirming, and a breakdown there is final
+  std::vector<int> started_at(static_cast<size_t>(k), 0);
   while (true) {
     CHECK_CUDA(cudaMemcpyAsync(h.data(), rec.scalars.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, stream_));
     reductions_.wait(stream_);
@@ -199,9 +202,13 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
       const int column = rec.first_column + j;
       if (h[j].iteration != last[j]) {
         double norm = std::sqrt(h[j].rr);
-        if (confirm && h[j].status == kConverged) {
+        // a claim to confirm: converged by the recursive residual, or a breakdown, which a rounded copy of A or a
+        // recurred p'Ap may meet where A would not (a breakdown right at a restart is A's own, and final)
+        const bool claim = h[j].status == kConverged || h[j].status == kBreakdown;
+        if (confirm && claim && h[j].iteration != started_at[j]) {
           const Confirmation c = confirm(column);
           if (c.restarted) {  // observed at the next read (the restart keeps the iteration count)
+            started_at[j] = h[j].iteration;
             all_done = false;
             continue;
           }

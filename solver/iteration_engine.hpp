@@ -98,9 +98,11 @@ class IterationEngine {
     int k = 0, first_column = 0;
   };
   Recurrences recurrences(int k, int first_column);
-  // A recurrence that can put the true residual back is asked when its own residual says column j converged:
-  // it gives ||b_j - A x_j||, and restarts from that residual when it lies above the tolerance (restarted: the
-  // column runs on). The monitor then judges the true norm, so no column converges on a drifted recurrence.
+  // A recurrence that can put the true residual back is asked when its own residual says column j converged,
+  // or when it broke down (a rounded copy of A, or a recurred p'Ap, may break down where A would not): it gives
+  // ||b_j - A x_j||, and restarts from that residual when it lies above the tolerance (restarted: the column runs
+  // on). The monitor then judges the true norm, so no column converges on a drifted recurrence. Not asked at the
+  // iteration of a (re)start, whose residual is the true one: a breakdown there is final.
   struct Confirmation {
     double true_norm = 0;
     bool restarted = false;

@@ -84,13 +84,13 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
       if (k == 1) launch_cg_start(n, R.data(), dinv, Z.data(), P.data(), sc, ws, s, totals, restart);
       else launch_multi_cg_start(n, k, R.data(), dinv, Z.data(), P.data(), sc, ws, s, totals);
     });
-    sums.finish_step(e.timer(), MultiCgStep::start, k, sc, s);
+    sums.finish_step(e.timer(), restart ? MultiCgStep::restart : MultiCgStep::start, k, sc, s);
   };
   residual();
   start(false);
   double* pq = sums.dot_target(&sc->pq);  // k = 1: where p'q goes
   IterationEngine::ConfirmConverged confirm;
-  if (&Ai != &A)  // the copy's recurrence converged: the true residual decides, and is the restart when too large
+  if (k == 1 && iteration_copy_is_inexact(A))  // the copy's claims: the true residual decides, and restarts
     confirm = [&](int) {
       residual();
       start(true);

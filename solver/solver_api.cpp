@@ -132,6 +132,15 @@ bool host_jacobi(const SolverOptions& o, const CsrMatrix& a) {
 // The one-reduction recurrence is cg's, with the fused vector operations and Jacobi or none (auto's choice is
 // checked when it is made: solver/cg.cpp). Refused at setup, on either backend.
 void check_recurrence(const SolverOptions& o) {
+  // (and a kernel that stores FP32 values is mixed precision's iteration operator, not a choice of its own: the
+  // true residual would be judged on the rounded matrix)
+  if (const KernelEntry* e = find_kernel(o.kernel.name()); e && e->fp32_values) {
+    std::string base = "its FP64 kernel";
+    for (const KernelEntry& f : kernel_registry())
+      if (f.fp32_variant == e->name) base = f.name;
+    throw UsageError("kernel " + e->name + " stores FP32 values (mixed precision's iteration operator): choose " + base +
+                     " with --precision mixed");
+  }
   if (o.iteration.recurrence != CgRecurrence::one_reduction) return;
   if (o.solver != SolverKind::cg || o.iteration.vector_ops == VectorOps::thrust)
     throw UsageError("the one-reduction recurrence is cg's with the fused vector operations (multi-cg and block-cg "
@@ -240,6 +249,7 @@ struct Solver::Impl {
   DistributedOperator* rank_op = nullptr;  // op, as a rank's share
   std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
   std::unique_ptr<LinearOperator> op32;       // mixed precision: the kernel's FP32-values variant
+  bool op32_exact = false;                    // ... whose values are A's (every value an FP32 number)
   Precision precision = Precision::double_precision;  // as resolved
   std::string precision_reason;
   bool host_jacobi = false;                   // host backend
@@ -282,6 +292,10 @@ struct Solver::Impl {
       agree_over_ranks(comm, [&] { precond = make_preconditioner(options.precond, options.precond_options, in); });
     }
     const double precond_ms = ms_since(t_precond);
+    if (options.iteration.recurrence == CgRecurrence::one_reduction && precond && !precond->inverse_diagonal() &&
+        precond->report().kind != Preconditioner::none)
+      throw UsageError(std::string("the one-reduction recurrence runs with Jacobi or no preconditioner; auto chose ") +
+                       name_of(precond->report().kind));
     const auto t_precision = std::chrono::steady_clock::now();
     resolve_precision(oo);
     phases = operator_phases(matrix, local, operator_ms);
@@ -300,60 +314,80 @@ struct Solver::Impl {
   // way. On several GPUs every rank takes the same choice (a rank without it would leave the others' restarts
   // unmatched): auto only where every rank can, and an asked-for mixed refused on every rank if one cannot. Before
   // the setup lets the device CSR go (auto reads its values).
-  void resolve_precision(const OperatorOptions& oo) {
-    op32.reset();
-    precision = Precision::double_precision;
+  // The choice, made without touching the solver (an update commits it only once everything else succeeded).
+  struct PrecisionChoice {
+    Precision precision = Precision::double_precision;
+    std::string reason;
+    std::unique_ptr<LinearOperator> op32;  // one GPU's FP32 copy (a rank's is made by commit_precision)
+    bool exact = false;                    // every value an FP32 number: the copy's products are A's
+    const KernelEntry* kernel = nullptr;
+  };
+  PrecisionChoice choose_precision(const LinearOperator& op_now, const PreconditionerOp* precond_now,
+                                   const MatrixSetup& matrix, const OperatorOptions& oo) const {
+    PrecisionChoice c;
     if (options.precision == Precision::double_precision) {
-      precision_reason = "asked";
-      return;
+      c.reason = "asked";
+      return c;
     }
-    const Preconditioner pc = precond ? precond->report().kind : Preconditioner::none;
-    const LinearOperator& local = rank_op ? rank_op->local_operator() : *op;
-    const KernelEntry* kernel = find_kernel(local.chosen(1));
+    const Preconditioner pc = precond_now ? precond_now->report().kind : Preconditioner::none;
+    const LinearOperator& local = rank_op ? rank_op->local_operator() : op_now;
+    c.kernel = find_kernel(local.chosen(1));
     std::string why_not;
     if (options.solver != SolverKind::cg) why_not = "mixed precision is cg's, not " + std::string(name_of(options.solver)) + "'s";
     else if (pc != Preconditioner::none && pc != Preconditioner::jacobi)
       why_not = "mixed precision runs with Jacobi or no preconditioner, not " + std::string(name_of(pc));
     else if (options.iteration.vector_ops == VectorOps::thrust) why_not = "the Thrust reference path is FP64";
-    else if (persistent_cg_layout(*op) &&
+    else if (persistent_cg_layout(op_now) &&
              (options.iteration.persistent == Switch::on ||
               (options.iteration.persistent == Switch::automatic && options.precision == Precision::automatic)))
       why_not = "the one-launch persistent CG runs this system (at most " + std::to_string(PersistentCgLimits::max_rows) +
                 " rows), in FP64";
-    else if (!kernel || kernel->fp32_variant.empty())
+    else if (!c.kernel || c.kernel->fp32_variant.empty())
       why_not = "kernel " + local.chosen(1) + " has no FP32-values variant (those with one: " + kernels_with_fp32_variant() + ")";
-    if (options.precision == Precision::mixed) {
-      agree_over_ranks(comm, [&] {
-        if (!why_not.empty()) throw UsageError("--precision mixed: " + why_not + (comm ? " (rank " + std::to_string(comm->rank()) + ")" : ""));
-      });
-    } else if (why_not.empty()) {  // auto: FP32 copies of these values must lose nothing
-      const DeviceCsr& csr = *(rank_op ? rank_op->local_setup() : *setup).device_csr();
-      const int64_t changed = thrust_count_not_fp32(csr.values.data(), csr.nnz, 0);
-      if (changed > 0)
-        why_not = std::to_string(changed) + " of the " + std::to_string(csr.nnz) +
-                  " values are not FP32 numbers (--precision mixed iterates on their FP32 roundings, the FP64 "
-                  "residual putting the answer right)";
-    }
-    if (comm && options.precision == Precision::automatic) {  // every rank, or none
-      std::vector<double> unable{why_not.empty() ? 0.0 : 1.0};
-      sum_over_ranks(*comm, unable);
-      if (unable[0] > 0 && why_not.empty())
-        why_not = std::to_string(static_cast<int>(unable[0])) + " other rank(s) keep FP64 values (their reasons differ)";
+    // whether FP32 copies of these values lose anything (a rank that fails to count fails every rank)
+    int64_t changed = 0, nnz = 0;
+    agree_over_ranks(comm, [&] {
+      if (options.precision == Precision::mixed && !why_not.empty())
+        throw UsageError("--precision mixed: " + why_not + (comm ? " (rank " + std::to_string(comm->rank()) + ")" : ""));
+      if (!why_not.empty()) return;
+      const DeviceCsr& csr = *matrix.device_csr();
+      changed = thrust_count_not_fp32(csr.values.data(), csr.nnz, 0), nnz = csr.nnz;
+    });
+    if (why_not.empty() && changed > 0 && options.precision == Precision::automatic)
+      why_not = std::to_string(changed) + " of the " + std::to_string(nnz) +
+                " values are not FP32 numbers (--precision mixed iterates on their FP32 roundings, the FP64 residual "
+                "putting the answer right)";
+    if (comm) {  // every rank, or none (a rank's restart is a collective); exact only if exact on every rank
+      std::vector<double> tally{why_not.empty() ? 0.0 : 1.0, changed > 0 ? 1.0 : 0.0};
+      sum_over_ranks(*comm, tally);
+      if (tally[0] > 0 && why_not.empty())
+        why_not = std::to_string(static_cast<int>(tally[0])) + " other rank(s) keep FP64 values (their reasons differ)";
+      changed = static_cast<int64_t>(tally[1]);
     }
     if (!why_not.empty()) {
-      precision_reason = why_not;
-      return;
+      c.reason = why_not;
+      return c;
     }
-    if (rank_op) {
-      rank_op->make_fp32_copy(oo);  // (it can: its kernel has a variant)
-    } else {
-      op32 = make_operator(kernel->fp32_variant, *setup, oo);
-    }
-    precision = Precision::mixed;
-    const std::string copy = kernel->fp32_variant;
-    precision_reason = options.precision == Precision::mixed
-                           ? "asked: " + copy + " in the iteration, the FP64 residual judging it"
-                           : "every value is an FP32 number: " + copy + " loses nothing and reads half the value bytes";
+    if (!rank_op) c.op32 = make_operator(c.kernel->fp32_variant, matrix, oo);
+    c.precision = Precision::mixed;
+    c.exact = changed == 0;
+    const std::string& copy = c.kernel->fp32_variant;
+    c.reason = options.precision == Precision::mixed
+                   ? "asked: " + copy + " in the iteration" +
+                         (c.exact ? " (every value an FP32 number: nothing lost)" : ", the FP64 residual judging it")
+                   : "every value is an FP32 number: " + copy + " loses nothing and reads half the value bytes";
+    return c;
+  }
+  void commit_precision(PrecisionChoice c, const OperatorOptions& oo) {
+    if (rank_op && c.precision == Precision::mixed) rank_op->make_fp32_copy(oo, c.exact);
+    op32 = std::move(c.op32);
+    precision = c.precision;
+    precision_reason = std::move(c.reason);
+    op32_exact = c.exact;
+  }
+  void resolve_precision(const OperatorOptions& oo) {
+    const MatrixSetup& matrix = rank_op ? rank_op->local_setup() : *setup;
+    commit_precision(choose_precision(*op, precond.get(), matrix, oo), oo);
   }
 
   static std::string kernels_with_fp32_variant() {
@@ -397,13 +431,15 @@ struct Solver::Impl {
     std::vector<Phase> ph = operator_phases(*new_setup, *new_op, operator_ms);
     ph.front().ms += copy_ms;
     ph.push_back({"preconditioner", precond_ms});
+    // the FP32 copy of the new values (auto: are they FP32 numbers?), made before anything is swapped
+    PrecisionChoice new_precision = choose_precision(*new_op, new_precond.get(), *new_setup, oo);
     precond.reset();  // it may hold a reference to the old operator
     op32.reset();
     op = std::move(new_op);
     precond = std::move(new_precond);
     setup = std::move(new_setup);  // before the host CSR it holds by reference
     host = std::move(new_host);
-    resolve_precision(oo);  // the FP32 copy of the new values (auto: are they FP32 numbers?)
+    commit_precision(std::move(new_precision), oo);
     // The CSR and layouts no one holds go, as after the setup; what the old setup let go stays in the pool,
     // where the next update's allocations of the same sizes find it (a new pool allocation costs 0.08-0.31 ms)
     setup->release_unheld();
@@ -464,7 +500,7 @@ struct Solver::Impl {
       // auto may have chosen none: its report stays, the solvers get no preconditioner
       const PreconditionerOp* m = precond && precond->report().kind != Preconditioner::none ? precond.get() : nullptr;
       if (op32) {  // the iteration's products on the FP32 copy, the true residual on op
-        const MixedPrecisionOperator mixed(*op, *op32);
+        const MixedPrecisionOperator mixed(*op, *op32, op32_exact);
         r = ::spcg::solve(options.solver, mixed, m, B, X, iteration_options());
       } else {
         r = ::spcg::solve(options.solver, *op, m, B, X, iteration_options());

@@ -510,6 +510,47 @@ TEST_F(GpuRanks, NcclOneRankSolves) {
   EXPECT_GE(st.exchanges, r.operator_applies);  // every apply exchanges
 }
 
+// cg over NCCL replays its batches from a CUDA graph (NCCL's sums and exchanges captured), with the one-reduction
+// recurrence auto takes on ranks: the in-process stand-in's bits (which runs without graphs), and the calls a
+// replayed graph makes counted per replay (one sum and one exchange an iteration at least).
+TEST_F(GpuRanks, NcclCgReplaysItsBatchesFromAGraph) {
+  const CsrMatrix a = generate("jump3d:10");  // (values not FP32 numbers: double, no restarts)
+  SolverOptions o = options_for(SolverKind::cg, Preconditioner::jacobi, 1, /*deterministic=*/true);
+  NcclCommunicator comm(0, 1, NcclCommunicator::unique_id());
+  RankSolver solver(rank_blocks(a, partition_by_work(a, 1), 0), a.rows, comm, o);
+  DenseBlock x;
+  const CommunicationStats before = comm.stats();
+  const SolveResult r = solver.solve(RhsKind::random, 1, 3, x);
+  ASSERT_TRUE(r.all_converged());
+  EXPECT_TRUE(r.used_graph);
+  EXPECT_TRUE(r.used_one_reduction);
+  const RanksOutcome stand_in = solve_on_ranks(a, 1, o, 1, 3);
+  EXPECT_FALSE(stand_in.rank0.used_graph);
+  EXPECT_EQ(stand_in.rank0.columns[0].iterations, r.columns[0].iterations);
+  EXPECT_EQ(std::memcmp(stand_in.x.data.data(), x.data.data(), x.data.size() * sizeof(double)), 0)
+      << "NCCL's graph-replayed rank differs from the in-process stand-in's";
+  const CommunicationStats st = comm.stats();
+  EXPECT_GE(st.sums - before.sums, r.columns[0].iterations);
+  EXPECT_GE(st.exchanges - before.exchanges, r.operator_applies);
+}
+
+// Mixed precision on ranks with the classic recurrence: a restart keeps the iteration count (the finish after
+// the sum over the ranks, MultiCgStep::restart), so a tolerance the FP64 residual cannot reach ends at the
+// iteration limit, never converged and never past it.
+TEST_F(GpuRanks, MixedRestartsOnRanksKeepTheIterationLimit) {
+  const CsrMatrix a = generate("jump3d:6");
+  SolverOptions o = options_for(SolverKind::cg, Preconditioner::jacobi, 1);
+  o.precision = Precision::mixed, o.iteration.recurrence = CgRecurrence::classic;
+  o.iteration.stop.rtol = 1e-18, o.iteration.stop.max_iterations = 400;
+  for (const int size : {1, 3}) {
+    const RanksOutcome got = solve_on_ranks(a, size, o, 1, 7);
+    EXPECT_EQ(got.rank0.columns[0].status, ColumnStatus::max_iterations) << size << " ranks: " << to_string(got.rank0.columns[0].status);
+    EXPECT_EQ(got.rank0.columns[0].iterations, 400) << size << " ranks";
+    EXPECT_GE(got.rank0.residual_replacements, 1) << size << " ranks";
+    for (double v : got.x.data) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -221,6 +221,7 @@ __global__ void multi_cg_finish_kernel(MultiCgStep step, int k, const double* __
   double alpha;
   switch (step) {
     case MultiCgStep::start: start_column(c, sums[j], sums[k + j], false); break;
+    case MultiCgStep::restart: start_column(c, sums[j], sums[k + j], false, /*keep_iteration=*/true); break;
     case MultiCgStep::pcg_start: start_column(c, sums[j], sums[k + j], true); break;  // z = M^-1 r given
     case MultiCgStep::pq: if (!c->done) c->pq = sums[j]; break;
     case MultiCgStep::update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], false); break;

@@ -30,7 +30,7 @@ enum CgStatus : int { kRunning = 0, kConverged = 1, kMaxIterations = 2, kBreakdo
 
 // Start of CG: z = dinv .* r (or z = r), p = z, s.rz = r.z, s.rr = r.r, status by tolerance.
 // rank_sums (several GPUs): rr, rz written there instead, finished by launch_multi_cg_finish(start, 1, ...).
-// restart (one GPU): from a true residual put back mid-solve, the iteration count kept.
+// restart: from a true residual put back mid-solve, the iteration count kept (several GPUs: MultiCgStep::restart).
 void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr,
                      bool restart = false);
@@ -57,7 +57,8 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
                                cudaStream_t stream, double* rank_sums = nullptr);
 // The steps whose totals cross the ranks: multi-cg's (start, pq, update-xr) and the general PCG's (its start with z
 // given, its update-xr that keeps rz, its r'z).
-enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_start = 3, pcg_update_xr = 4, pcg_rz = 5 };
+// restart: start's totals from a true residual put back mid-solve (the iteration count kept).
+enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_start = 3, pcg_update_xr = 4, pcg_rz = 5, restart = 6 };
 // Totals a step's kernel writes per column on several GPUs: p'q and r'z one; rr and rz two.
 constexpr int rank_totals_per_column(MultiCgStep step) {
   return step == MultiCgStep::pq || step == MultiCgStep::pcg_rz ? 1 : 2;

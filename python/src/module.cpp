@@ -426,12 +426,13 @@ class PySolver {
   bool same_matrix(int64_t rows, int64_t cols, const IndexArray& indptr, const IndexArray& indices,
                    const ValueArray& data) const {
     if (!device_input_.is_none()) return false;
+    py::gil_scoped_release unlocked;  // the arrays stay referenced by the arguments
+    std::lock_guard<std::mutex> one_at_a_time(mutex_);  // (an update swaps the matrix)
     const CsrMatrix& a = solver_->matrix();
     if (a.rows != rows || a.cols != cols || indptr.ndim() != 1 || indices.ndim() != 1 || data.ndim() != 1 ||
         static_cast<size_t>(indptr.shape(0)) != a.row_ptr.size() ||
         static_cast<size_t>(indices.shape(0)) != a.col_idx.size() || static_cast<size_t>(data.shape(0)) != a.values.size())
       return false;
-    py::gil_scoped_release unlocked;  // the arrays stay referenced by the arguments
     return std::memcmp(a.row_ptr.data(), indptr.data(), a.row_ptr.size() * sizeof(int32_t)) == 0 &&
            std::memcmp(a.col_idx.data(), indices.data(), a.col_idx.size() * sizeof(int32_t)) == 0 &&
            std::memcmp(a.values.data(), data.data(), a.values.size() * sizeof(double)) == 0;
@@ -460,18 +461,32 @@ class PySolver {
     std::lock_guard<std::mutex> one_at_a_time(mutex_);
     solver_->update_values(a);
   }
-  py::list update_phases() const { return phases_to_python(solver_->update_phases()); }
-  int updates() const { return solver_->updates(); }
+  // What an update swaps is read under the solve lock, the GIL released meanwhile (a solve holding the lock may
+  // need the GIL for its interrupt hook).
+  template <class F>
+  auto locked(F read) const {
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> one_at_a_time(mutex_);
+    return read();
+  }
+  py::list update_phases() const { return phases_to_python(locked([&] { return solver_->update_phases(); })); }
+  int updates() const { return locked([&] { return solver_->updates(); }); }
 
   int32_t rows() const { return solver_->rows(); }
   std::string backend() const { return name_of(solver_->backend()); }
-  std::string kernel(int k) const { return solver_->kernel(k); }
-  std::string kernel_reason() const { return solver_->kernel_reason(); }
-  std::string precision() const { return name_of(solver_->precision()); }
-  std::string precision_reason() const { return solver_->precision_reason(); }
+  std::string kernel(int k) const { return locked([&] { return solver_->kernel(k); }); }
+  std::string kernel_reason() const { return locked([&] { return solver_->kernel_reason(); }); }
+  std::string precision() const { return locked([&] { return std::string(name_of(solver_->precision())); }); }
+  std::string precision_reason() const { return locked([&] { return solver_->precision_reason(); }); }
   py::list setup_phases() const { return phases_to_python(solver_->setup_phases()); }
-  py::object preconditioner() const { return precond_to_python(solver_->preconditioner()); }
-  py::dict stats() const { return stats_to_python(solver_->stats()); }
+  py::object preconditioner() const {
+    const std::optional<PreconditionerReport> report = locked([&] {
+      const PreconditionerReport* p = solver_->preconditioner();
+      return p ? std::optional<PreconditionerReport>(*p) : std::nullopt;
+    });
+    return precond_to_python(report ? &*report : nullptr);
+  }
+  py::dict stats() const { return stats_to_python(locked([&] { return solver_->stats(); })); }
   py::object device_input() const { return device_input_; }
 
   // For the tests (the host backend never asks the hook): waits wait_ms with the GIL released, so that a signal
@@ -542,7 +557,7 @@ class PySolver {
 
   std::shared_ptr<InterruptState> interrupt_ = std::make_shared<InterruptState>();
   std::unique_ptr<Solver> solver_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   py::object device_input_ = py::none();
 };
 
