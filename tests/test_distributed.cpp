@@ -378,8 +378,8 @@ TEST_F(GpuRanks, OneReductionCgRepeatsBitForBitAndOneRankIsOneGpu) {
 }
 
 // Mixed precision on ranks: every rank's local block in FP32 (dia-f32), the exchange and the halo product FP64.
-// Where every value is an FP32 number auto takes it on every rank and x is the double run's bit for bit; where
-// not (jump3d), auto stays double on every rank and says why, and mixed asked for reaches rtol by the host's
+// Where every value is an FP32 number auto takes it on every rank (the double run's iterations, x to rounding);
+// where not (jump3d), auto stays double on every rank and says why, and mixed asked for reaches rtol by the host's
 // ||b - A x||; ranks and one GPU agree on the choice.
 TEST_F(GpuRanks, MixedPrecisionOnRanksIsEveryRanksChoice) {
   auto run = [](const CsrMatrix& a, int size, Precision p, Preconditioner pc, std::vector<std::string>* reasons) {
@@ -411,10 +411,11 @@ TEST_F(GpuRanks, MixedPrecisionOnRanksIsEveryRanksChoice) {
       const auto [x32, p32] = run(a, size, Precision::automatic, pc, &why);
       ASSERT_EQ(p32, Precision::mixed) << size << " ranks: " << why[0];
       ASSERT_TRUE(x32.rank0.all_converged());
-      EXPECT_EQ(std::memcmp(x32.x.data.data(), x64.x.data.data(), x64.x.data.size() * sizeof(double)), 0)
-          << name_of(pc) << " on " << size << " ranks: FP32 copies of FP32 numbers changed x";
+      EXPECT_EQ(x32.rank0.columns[0].iterations, x64.rank0.columns[0].iterations) << name_of(pc) << " on " << size << " ranks";
+      // the same products; the fused dot's order differs (dia-f32 takes two rows a thread)
+      EXPECT_LE(max_relative_difference(x32.x, x64.x), 1e-10) << name_of(pc) << " on " << size << " ranks";
     }
-    const CsrMatrix jump = generate("jump3d:8");
+    const CsrMatrix jump = generate("jump3d:14");  // (large enough that each rank's block takes DIA)
     const DenseBlock b = make_rhs("random", jump.rows, 1, 13);
     const auto [auto_run, p_auto] = run(jump, 3, Precision::automatic, pc, &why);
     EXPECT_EQ(p_auto, Precision::double_precision);
@@ -538,14 +539,14 @@ TEST_F(GpuRanks, NcclCgReplaysItsBatchesFromAGraph) {
 // the sum over the ranks, MultiCgStep::restart), so a tolerance the FP64 residual cannot reach ends at the
 // iteration limit, never converged and never past it.
 TEST_F(GpuRanks, MixedRestartsOnRanksKeepTheIterationLimit) {
-  const CsrMatrix a = generate("jump3d:6");
+  const CsrMatrix a = generate("jump3d:14");  // (each rank's block takes DIA, which has an FP32 variant)
   SolverOptions o = options_for(SolverKind::cg, Preconditioner::jacobi, 1);
   o.precision = Precision::mixed, o.iteration.recurrence = CgRecurrence::classic;
-  o.iteration.stop.rtol = 1e-18, o.iteration.stop.max_iterations = 400;
+  o.iteration.stop.rtol = 1e-18, o.iteration.stop.max_iterations = 1500;
   for (const int size : {1, 3}) {
     const RanksOutcome got = solve_on_ranks(a, size, o, 1, 7);
     EXPECT_EQ(got.rank0.columns[0].status, ColumnStatus::max_iterations) << size << " ranks: " << to_string(got.rank0.columns[0].status);
-    EXPECT_EQ(got.rank0.columns[0].iterations, 400) << size << " ranks";
+    EXPECT_EQ(got.rank0.columns[0].iterations, 1500) << size << " ranks";
     EXPECT_GE(got.rank0.residual_replacements, 1) << size << " ranks";
     for (double v : got.x.data) ASSERT_TRUE(std::isfinite(v));
   }
