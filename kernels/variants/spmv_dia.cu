@@ -5,7 +5,7 @@
 // from the same stripe o rows back (an L1/L2 hit: that part of the stripe was just streamed), which halves the
 // value bytes of a stencil (7-pt: 4 stripes instead of 7). Setup refuses matrices whose diagonals are mostly
 // padding.
-// Work mapping: one thread per row (two with FP32 values: DiaTuning), grid-stride over 256-row tiles, so the
+// Work mapping: one thread per row (DiaTuning::rows_per_thread_*), grid-stride over 256-row tiles, so the
 // whole GPU sweeps each stripe front to back together (DRAM page locality; giving each block one contiguous range of rows instead was
 // measured 9% slower on 7-pt 200^3, H200). Rows whose every diagonal lands inside x skip the bounds test.
 // dia-f32: the same stripes with FP32 values (half the value bytes; x, y and the sums stay FP64), the iteration
@@ -27,10 +27,11 @@ struct DiaTuning {
   static constexpr double max_fill = 1.5;    // stored slots over nonzeros
   // U, the rows whose loads of one diagonal a thread issues together. Measured on an H100 (apply us, U = 1 / 2 / 4):
   // FP64 poisson3d:200 144 / 171 / 195, 27-point 200^3 526 / 610 / 670 (one row streams best: more rows cost
-  // registers and L2 locality); FP32 values 114.5 / 105.1 / 119.0 and 327 / 314 / 358 (half the bytes a load:
-  // two rows keep enough in flight).
+  // registers and L2 locality); FP32 values 114.5 / 105.1 / 119.0 and 327 / 314 / 358 alone, but inside CG
+  // (the fused dot, the vector updates between) U = 2 made the whole solve slower (poisson3d:200 182 -> 191.5 ms,
+  // 27-point 200^3 169 -> 181 ms): one row for both.
   static constexpr int rows_per_thread_fp64 = 1;
-  static constexpr int rows_per_thread_fp32 = 2;
+  static constexpr int rows_per_thread_fp32 = 1;
 };
 
 // Stripes with caching loads when they are read twice (symmetric), streaming loads otherwise; FP32 values are
