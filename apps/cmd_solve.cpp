@@ -644,6 +644,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
       throw InputError(source, e.line(), e.problem());
     }
     st.update_phases = solver.update_phases();
+    st.precision = name_of(solver.precision()), st.precision_reason = solver.precision_reason();
     if (const PreconditionerReport* pr = solver.preconditioner()) st.preconditioner = *pr;
     DenseBlock xs;
     const SolveResult r = solve_once(xs);

@@ -108,6 +108,9 @@ void print_report(const SolveReport& r) {
         for (const Phase& p : pc.phases) std::printf("%s %s %.1f", &p == &pc.phases.front() ? "" : ",", p.name.c_str(), p.ms);
         std::printf(" ms\n");
       }
+      if (st.precision != r.precision || st.precision_reason != r.precision_reason)
+        std::printf("        precision: %s%s%s\n", st.precision.c_str(), st.precision_reason.empty() ? "" : ": ",
+                    st.precision_reason.c_str());
       if (!st.checksum.empty()) std::printf("        checksum of x: %s\n", st.checksum.c_str());
     }
   }
@@ -224,7 +227,7 @@ std::string report_json(const SolveReport& r) {
       for (const auto& p : st.preconditioner.phases) j.begin_object().kv("name", p.name).kv("ms", p.ms).end_object();
       j.end_array();
       j.kv("solve_ms", st.solve_ms).kv("iterations", st.iterations).kv("relative_true_residual", st.relative_true_residual);
-      j.kv("converged", st.converged);
+      j.kv("converged", st.converged).kv("precision", st.precision).kv("precision_reason", st.precision_reason);
       if (!st.checksum.empty()) j.kv("checksum", st.checksum);
       j.end_object();
     }

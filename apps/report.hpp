@@ -30,6 +30,7 @@ struct StepLine {
   double relative_true_residual = 0;  // the largest of any column
   bool converged = false;
   std::string checksum;  // --deterministic
+  std::string precision, precision_reason;  // as the update resolved them (new values may stop being FP32 numbers)
 };
 
 struct SolveReport {

@@ -139,6 +139,13 @@ spcg::SolveReport full_report() {
   b = a, b.rank = 1, b.sums = 91, b.sum_ms = 0.25, b.exchange_ms = 1.0, b.sent_bytes = 1.2e6;
   r.ranks = {a, b};
   r.checksum = "0123456789abcdef", r.verify_relative_residual = 2e-6, r.eigen_iterations = 33, r.eigen_solution_difference = 1e-9;
+  r.precision = "mixed", r.precision_reason = "every value is an FP32 number";
+  s.used_one_reduction = true, s.residual_replacements = 2;
+  spcg::StepLine step;
+  step.matrix = "poisson3d:64 (step 2)", step.read_ms = 5, step.update_phases = {{"upload", 1.5}, {"update (total)", 3.0}};
+  step.solve_ms = 7, step.iterations = 29, step.relative_true_residual = 5e-9, step.converged = true;
+  step.precision = "double", step.precision_reason = "12 of the 1810432 values are not FP32 numbers";
+  r.steps = {step};
   return r;
 }
 
@@ -148,7 +155,10 @@ TEST(Report, TableHasEverySection) {
   const std::string out = testing::internal::GetCapturedStdout();
   for (const char* text : {
            "== spcg solve: poisson3d:64 (poisson3d:64)", "system      262144 rows, 1810432 nonzeros, 3 right-hand side(s)",
-           "solver      block-cg, precond auto -> amg, vector ops fused, backend gpu x 2 (NCCL, spcg --gpus), CUDA graph",
+           "solver      block-cg, precond auto -> amg, vector ops fused, backend gpu x 2 (NCCL, spcg --gpus), one-reduction "
+           "recurrence, 2 residual replacement(s), CUDA graph",
+           "precision   mixed: every value is an FP32 number",
+           "        precision: double: 12 of the 1810432 values are not FP32 numbers",
            "kernel      rank 0: dia: banded: \"DIA\" wins", "precond     amg: 3 levels, setup 4.0 ms (aggregate 1.2, galerkin 2.5 ms)",
            "            auto: 262144 rows >= 100000", "            level        rows          nnz   kernel",
            "                2         120        14400   dense", "operator complexity 1.146, grid complexity 1.037",
@@ -210,11 +220,15 @@ TEST(Report, JsonIsValidAndHasEveryField) {
            "{\"status\":\"max-iterations\",\"iterations\":200,\"b_norm\":0,\"recursive_residual\":3,\"true_residual\":null,"
            "\"relative_true_residual\":null}",
            "\"converged\":false", "\"checksum\":\"0123456789abcdef\"", "\"verify_relative_residual\":1.9999999999999999e-06",
-           "\"eigen_iterations\":33", "\"eigen_solution_difference\":1.0000000000000001e-09"})
+           "\"eigen_iterations\":33", "\"eigen_solution_difference\":1.0000000000000001e-09",
+           "\"precision\":\"mixed\",\"precision_reason\":\"every value is an FP32 number\"",
+           "\"recurrence\":\"one-reduction\",\"residual_replacements\":2",
+           "\"converged\":true,\"precision\":\"double\",\"precision_reason\":\"12 of the 1810432 values are not FP32 numbers\""})
     EXPECT_NE(json.find(text), std::string::npos) << text << "\n" << json;
 }
 
-// CSV: one header, a row per phase, kernel and column, ten fields each; a name with a comma or a quote is quoted.
+// CSV: one header, a row per phase, kernel, column and a sequence step's phase and solve, ten fields each; a name
+// with a comma or a quote is quoted.
 TEST(Report, CsvRowsAndQuoting) {
   spcg::SolveReport r = full_report();
   r.result.kernels.push_back({"pack \"halo\", send", 2, 0.5, 100, 200});
@@ -222,7 +236,7 @@ TEST(Report, CsvRowsAndQuoting) {
   std::vector<std::string> lines;
   std::istringstream in(csv);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  ASSERT_EQ(lines.size(), 1u + 2 + 3 + 3);
+  ASSERT_EQ(lines.size(), 1u + 2 + 3 + 3 + 3);
   EXPECT_EQ(lines[0], "section,name,calls,total_ms,mean_us,bytes_per_call,status,iterations,recursive_residual,true_residual");
   EXPECT_EQ(lines[1], "phase,\"start (CUDA + NCCL, overlapped)\",,400.000000,,,,,,");
   EXPECT_EQ(lines[2], "phase,solve,,12.500000,,,,,,");  // nothing to quote
@@ -231,6 +245,9 @@ TEST(Report, CsvRowsAndQuoting) {
   EXPECT_EQ(lines[5], "kernel,\"pack \"\"halo\"\", send\",2,0.500000,250.000000,100,,,,");
   EXPECT_EQ(lines[6], "column,0,,,,,converged,30,9.9999999999999995e-07,1.9999999999999999e-06");
   EXPECT_EQ(lines[7], "column,1,,,,,max-iterations,200,3,inf");
+  // a sequence's later matrix: its update phases, then its solve
+  EXPECT_EQ(lines[9], "update,step 1: upload,,1.500000,,,,,,");
+  EXPECT_EQ(lines[11], "step,step 1: poisson3d:64 (step 2),,7.000000,,,converged,29,,5.0000000000000001e-09");
 }
 
 // A rank's figures through the ranks x fields block rank 0 gets: each field back, whatever the other slots hold
