@@ -20,6 +20,11 @@ std::string several_gpus_refusal(VectorOps v) {
   return std::string("on several GPUs the vector operations are fused (") + name_of(v) + " keeps its scalars on one host)";
 }
 
+std::string one_reduction_refusal(Preconditioner p) {
+  if (p == Preconditioner::none || p == Preconditioner::jacobi || p == Preconditioner::automatic) return {};
+  return std::string("the one-reduction recurrence runs with Jacobi or no preconditioner, not ") + name_of(p);
+}
+
 std::string several_gpus_refusal(const SolverOptions& o) {
   if (!runs_on_several_gpus(o.solver)) return std::string("on several GPUs ") + name_of(o.solver) + " is not distributed";
   if (std::string why = several_gpus_refusal(o.precond); !why.empty()) return why;

@@ -218,9 +218,7 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
   const double* dinv = M ? M->inverse_diagonal() : nullptr;
   if (o.vector_ops == VectorOps::thrust) return cg_thrust(e, A, M, b, x, column);
   if (M && !dinv) {
-    if (o.recurrence == CgRecurrence::one_reduction)
-      throw UsageError("the one-reduction recurrence runs with Jacobi or no preconditioner, not " +
-                       std::string(name_of(M->report().kind)));
+    if (o.recurrence == CgRecurrence::one_reduction) throw UsageError(one_reduction_refusal(M->report().kind));
     return pcg_general(e, A, *M, b, x, 1, column);
   }
   if (e.one_reduction_cg()) return cg_one_reduction(e, A, dinv, b, x, column);

@@ -145,9 +145,7 @@ void check_recurrence(const SolverOptions& o) {
   if (o.solver != SolverKind::cg || o.iteration.vector_ops == VectorOps::thrust)
     throw UsageError("the one-reduction recurrence is cg's with the fused vector operations (multi-cg and block-cg "
                      "keep their own)");
-  if (o.precond != Preconditioner::none && o.precond != Preconditioner::jacobi && o.precond != Preconditioner::automatic)
-    throw UsageError(std::string("the one-reduction recurrence runs with Jacobi or no preconditioner, not ") +
-                     name_of(o.precond));
+  if (const std::string why = one_reduction_refusal(o.precond); !why.empty()) throw UsageError(why);
 }
 
 // How a new matrix's pattern differs from the solver's, in words (the host's and the device's checks alike).
@@ -292,10 +290,9 @@ struct Solver::Impl {
       agree_over_ranks(comm, [&] { precond = make_preconditioner(options.precond, options.precond_options, in); });
     }
     const double precond_ms = ms_since(t_precond);
-    if (options.iteration.recurrence == CgRecurrence::one_reduction && precond && !precond->inverse_diagonal() &&
-        precond->report().kind != Preconditioner::none)
-      throw UsageError(std::string("the one-reduction recurrence runs with Jacobi or no preconditioner; auto chose ") +
-                       name_of(precond->report().kind));
+    if (options.iteration.recurrence == CgRecurrence::one_reduction && precond)  // auto's choice, now made
+      if (const std::string why = one_reduction_refusal(precond->report().kind); !why.empty())
+        throw UsageError(why + " (auto's choice)");
     const auto t_precision = std::chrono::steady_clock::now();
     resolve_precision(oo);
     phases = operator_phases(matrix, local, operator_ms);

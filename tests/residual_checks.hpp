@@ -52,4 +52,12 @@ inline std::vector<double> residual_rounding(const CsrMatrix& a, const DenseBloc
   return out;
 }
 
+// The largest |x - ref| entry relative to the largest |ref| entry (the absolute difference when ref is zero).
+inline double max_relative_difference(const DenseBlock& x, const DenseBlock& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.data.size(); ++i)
+    num = std::max(num, std::abs(x.data[i] - ref.data[i])), den = std::max(den, std::abs(ref.data[i]));
+  return den > 0 ? num / den : num;
+}
+
 }  // namespace spcg::test

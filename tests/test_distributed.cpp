@@ -41,6 +41,7 @@
 #include "tests/test_util.hpp"
 
 using namespace spcg;
+using spcg::test::max_relative_difference;
 using spcg::test::residual_rounding;
 
 namespace {
@@ -192,12 +193,6 @@ SolverOptions options_for(SolverKind solver, Preconditioner pc, int k, bool dete
   return o;
 }
 
-double max_relative_difference(const DenseBlock& x, const DenseBlock& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.data.size(); ++i)
-    num = std::max(num, std::abs(x.data[i] - ref.data[i])), den = std::max(den, std::abs(ref.data[i]));
-  return den > 0 ? num / den : num;
-}
 
 // Every solver x none/Jacobi x 1, 2, 3, 5 ranks against the one-GPU solve of the same system: every column
 // converges, the host's ||b - A x|| / ||b|| meets the tolerance, the ranks' own true residual is the host's to

@@ -13,6 +13,7 @@
 
 #include "kernels/device_array.hpp"
 #include "spcg/spcg.hpp"
+#include "tests/residual_checks.hpp"
 #include "tests/test_util.hpp"
 
 using namespace spcg;
@@ -38,13 +39,6 @@ CsrMatrix scaled(const CsrMatrix& a, double by) {
   return b;
 }
 
-// The largest |x - y| relative to max |y|.
-double relative_difference(const DenseBlock& x, const DenseBlock& y) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.data.size(); ++i)
-    num = std::max(num, std::abs(x.data[i] - y.data[i])), den = std::max(den, std::abs(y.data[i]));
-  return den > 0 ? num / den : num;
-}
 
 bool bitwise_equal(const DenseBlock& x, const DenseBlock& y) {
   return x.rows == y.rows && x.cols == y.cols &&
@@ -87,7 +81,7 @@ TEST(HostUpdate, GivesTheFreshSetupsSolution) {
   Solver fresh(b, host_options());
   const DenseBlock x_new = solve_random(updated, 2, 3), x_fresh = solve_random(fresh, 2, 3);
   EXPECT_TRUE(bitwise_equal(x_new, x_fresh));
-  EXPECT_GT(relative_difference(x_old, x_new), 1e-3);  // the values did change
+  EXPECT_GT(spcg::test::max_relative_difference(x_old, x_new), 1e-3);  // the values did change
   EXPECT_EQ(updated.updates(), 1);
   ASSERT_FALSE(updated.update_phases().empty());
   EXPECT_EQ(updated.update_phases().back().name, kUpdateTotalPhase);
@@ -229,9 +223,9 @@ TEST_F(GpuUpdate, EqualsAFreshSetupForEveryPreconditionerAndKernel) {
         Solver fresh(p.next, o);
         SolveResult r_new, r_fresh;
         const DenseBlock x_new = solve_random(updated, 1, 11, &r_new), x_fresh = solve_random(fresh, 1, 11, &r_fresh);
-        EXPECT_TRUE(bitwise_equal(x_new, x_fresh)) << what << ": differs by " << relative_difference(x_new, x_fresh);
+        EXPECT_TRUE(bitwise_equal(x_new, x_fresh)) << what << ": differs by " << spcg::test::max_relative_difference(x_new, x_fresh);
         EXPECT_EQ(r_new.columns[0].iterations, r_fresh.columns[0].iterations) << what;
-        EXPECT_GT(relative_difference(x_old, x_new), 1e-6) << what << ": the values did not change the solution";
+        EXPECT_GT(spcg::test::max_relative_difference(x_old, x_new), 1e-6) << what << ": the values did not change the solution";
         EXPECT_EQ(updated.kernel(1), chosen) << what;
         EXPECT_EQ(fresh.kernel(1), chosen) << what;
         if (updated.preconditioner()) {

@@ -139,6 +139,9 @@ template <class E>
 std::string several_gpus_names() {
   return option_names_where<E>([](E v) { return runs_on_several_gpus(v); });
 }
+// The one-reduction recurrence's refusal of a preconditioner (empty for none, Jacobi and auto, which is checked
+// again once it has chosen): one set of words for the setup and the solve.
+std::string one_reduction_refusal(Preconditioner p);
 // The refusal for what does not run on several GPUs (empty: it does).
 std::string several_gpus_refusal(Preconditioner p);
 std::string several_gpus_refusal(VectorOps v);
