@@ -198,6 +198,10 @@ TEST(Cli, UsageErrorsExitTwo) {
   expect("solve --stagnation -1 --backend host", 2, "--stagnation must be >= 0");
   expect("info", 2, "missing matrix");
   expect("info poisson3d:4 --format xml", 2, "--format must be");
+  // whether FP32 copies of the values lose anything (a stencil's 6 and -1 do not; fv1's decimals do)
+  expect("info poisson3d:4", 0, "values            all FP32 numbers (mixed precision loses nothing)");
+  expect("info poisson3d:4 --format json", 0, "\"values_not_fp32\":0");
+  expect("info " + spcg::test::input("fv1.mtx"), 0, "are not FP32 numbers");
   expect("bench", 2, "missing benchmark: spmv, spmm, cg, block-cg or read");
   expect("bench spmv --matrix-dir /nonexistent/dir", 2, "--matrix-dir /nonexistent/dir: not a directory");
   const std::string empty_dir = dir.file("no_mtx_here");
