@@ -73,7 +73,7 @@ DenseBlock read_rhs_file(const std::string& path) {
   return std::move(f.block);
 }
 
-void require_rhs_rows(const DenseBlock& b, int32_t n, const std::string& path) {
+void require_rhs_rows(const DenseBlock& b, GlobalIndex n, const std::string& path) {
   if (b.rows != n)
     throw InputError(path, 0, "right-hand side has " + std::to_string(b.rows) + " rows, the matrix has " + std::to_string(n));
 }
@@ -356,7 +356,7 @@ void write_report_files(const SolveCommand& c, const SolveReport& rep) {
   }
 }
 
-DenseBlock read_initial_guess(const std::string& path, int32_t n, int k) {
+DenseBlock read_initial_guess(const std::string& path, GlobalIndex n, int k) {
   DenseFile f = read_dense_matrix_market(path);
   if (f.block.rows != n || f.block.cols != k)
     throw InputError(path, 0, "initial guess is " + std::to_string(f.block.rows) + " x " + std::to_string(f.block.cols) +
@@ -374,6 +374,15 @@ void check_rank_options(const SolveCommand& c) {
   if (!c.later.empty())
     throw UsageError("a sequence of matrices (new values on one pattern) runs on one GPU: a rank's Solver does not "
                      "take new values yet");
+  // past 2^31 rows (a generated system; a file's rows are int32) x stays with its ranks: nothing gathers it whole,
+  // and a whole right-hand side or initial guess cannot hold that many rows
+  if (c.generated && generated_rows(c.source) > std::numeric_limits<int32_t>::max()) {
+    const char* gathers = c.output ? "--output" : c.verify ? "--verify" : c.solver.iteration.deterministic ? "--deterministic's checksum"
+                        : std::holds_alternative<RhsFile>(c.rhs) ? "--rhs FILE" : c.x0 ? "--x0" : nullptr;
+    if (gathers)
+      throw UsageError(std::string(gathers) + ": " + c.source + " has " + std::to_string(generated_rows(c.source)) +
+                       " rows, more than a whole vector on one process holds (2^31 - 1): drop it");
+  }
 }
 
 // An integer option's value from the raw arguments (--gpus and --device are decided before CUDA starts); `absent`
@@ -393,10 +402,11 @@ int raw_int_option(const std::vector<std::string>& args, const std::string& flag
   return absent;
 }
 
-// Rows [begin, end) of a block given whole (a right-hand side or initial guess file): all of it on one GPU.
-DenseBlock rows_of(DenseBlock whole, int32_t begin, int32_t end) {
+// Rows [begin, end) of a block given whole (a right-hand side or initial guess file, whose rows are the
+// system's): all of it on one GPU.
+DenseBlock rows_of(DenseBlock whole, GlobalIndex begin, GlobalIndex end) {
   if (begin == 0 && end == whole.rows) return whole;
-  DenseBlock out(end - begin, whole.cols);
+  DenseBlock out(static_cast<int32_t>(end - begin), whole.cols);
   std::copy(whole.data.begin() + static_cast<long>(begin) * whole.cols, whole.data.begin() + static_cast<long>(end) * whole.cols,
             out.data.begin());
   return out;
@@ -465,7 +475,6 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   if (ranks && c.generated) {
     ScopedRange r("generate");
     share = generated_share(c.source, size, rank);
-    whole.a.rows = whole.a.cols = static_cast<int32_t>(generated_rows(c.source));  // the size only
     rep.phases.push_back({"generate (own rows)", ms_since(t0)});
     whole.name = c.source;
   } else {
@@ -475,7 +484,8 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     whole = load_problem(c.source, ro, /*with_stats=*/false);
     rep.phases.push_back({ranks ? "read (whole file)" : "read", whole.read_ms});
   }
-  const int32_t n = whole.a.rows;
+  // the system's rows: a generated one on ranks may pass 2^31 (check_rank_options kept every whole vector off it)
+  const GlobalIndex n = ranks && c.generated ? generated_rows(c.source) : whole.a.rows;
   if (ranks && !c.generated) {
     if (whole.a.rows != whole.a.cols)
       throw InputError(c.source, 0, "matrix is " + std::to_string(whole.a.rows) + " x " + std::to_string(whole.a.cols) + ", CG needs a square matrix");
@@ -484,7 +494,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     if (rank != 0 || !c.verify) whole.a = CsrMatrix();  // only rank 0's --verify reads the whole matrix again
     rep.phases.push_back({"partition", ms_since(t_split)});
   }
-  const int32_t begin = ranks ? share.row_begin : 0, end = ranks ? share.row_end : n;
+  const GlobalIndex begin = ranks ? share.row_begin : 0, end = ranks ? share.row_end : n;
   const double problem_ms = ms_since(t0);
   std::optional<DenseBlock> b_rows, x0_rows;
   if (b_whole) {
@@ -593,10 +603,10 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     }
     // x whole on rank 0 when it is written, checked or checksummed (a sum of disjoint rows)
     if (c.output || c.verify || so.iteration.deterministic) {
-      std::vector<double> all(static_cast<size_t>(n) * k, 0.0);
+      std::vector<double> all(static_cast<size_t>(n) * k, 0.0);  // n fits int32 here (check_rank_options)
       std::copy(x.data.begin(), x.data.end(), all.begin() + static_cast<long>(begin) * k);
       sum_over_ranks(*comm, all);
-      x = DenseBlock(n, k);
+      x = DenseBlock(static_cast<int32_t>(n), k);
       std::copy(all.begin(), all.end(), x.data.begin());
     }
   }
@@ -607,7 +617,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     ScopedRange r("verify");
     const auto tv = std::chrono::steady_clock::now();
     const CsrMatrix& a = !ranks ? solver.matrix() : c.generated ? (whole.a = generate(c.source)) : whole.a;
-    const DenseBlock& b = b_whole ? *b_whole : *(b_whole = made_rhs(std::get<RhsKind>(c.rhs), n, k, c.seed));
+    const DenseBlock& b = b_whole ? *b_whole : *(b_whole = made_rhs(std::get<RhsKind>(c.rhs), static_cast<int32_t>(n), k, c.seed));
     const std::vector<double> rel = relative_residuals(a, x, b);
     rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());
     if (n <= kEigenComparisonMaxRows && so.backend == Backend::gpu) {

@@ -62,14 +62,14 @@ DistributedOperator::DistributedOperator(RankBlocks blocks, Communicator& comm, 
     halo_values_ = DeviceArray<double>(vals, "halo values");
   }
   std::vector<int32_t> rows;
-  for (const HaloPlan::Transfer& t : blocks_.plan.send) {
+  for (const HaloPlan::Send& t : blocks_.plan.send) {
     send_peers_.push_back({t.peer, rows.size(), t.rows.size()});
     rows.insert(rows.end(), t.rows.begin(), t.rows.end());
   }
   send_rows_ = DeviceArray<int32_t>(rows, "distributed send rows");
-  for (const HaloPlan::Transfer& t : blocks_.plan.receive) {
-    receive_peers_.push_back({t.peer, halo_slots_, t.rows.size()});
-    halo_slots_ += t.rows.size();
+  for (const HaloPlan::Receive& t : blocks_.plan.receive) {
+    receive_peers_.push_back({t.peer, halo_slots_, t.columns.size()});
+    halo_slots_ += t.columns.size();
   }
   CHECK_CUDA(cudaStreamCreateWithFlags(&exchange_stream_, cudaStreamNonBlocking));
   CHECK_CUDA(cudaEventCreateWithFlags(&packed_, cudaEventDisableTiming));

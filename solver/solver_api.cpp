@@ -242,7 +242,7 @@ struct Solver::Impl {
   std::unique_ptr<MatrixSetup> setup;  // one GPU: the whole matrix on the device
   MatrixStats host_stats;              // host backend
   Communicator* comm = nullptr;        // a rank of several: the ranks
-  int32_t row_begin = 0, global_rows = 0;
+  GlobalIndex row_begin = 0, global_rows = 0;
   std::unique_ptr<LinearOperator> op;
   DistributedOperator* rank_op = nullptr;  // op, as a rank's share
   std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
@@ -268,7 +268,7 @@ struct Solver::Impl {
       check_device_memory(setup->rows(), setup->nnz(), k, options.solver);
       op = make_operator(options.kernel.name(), *setup, oo);
     } else {
-      check_device_memory(share->row_end - share->row_begin, share->local.nnz() + share->halo.nnz(), k, options.solver);
+      check_device_memory(share->rows(), share->local.nnz() + share->halo.nnz(), k, options.solver);
       auto d = std::make_unique<DistributedOperator>(std::move(*share), *comm, oo);  // uploads, statistics, kernel
       agree_over_ranks(comm, [&] { check_rank_rows(*d, options); });  // before connect's collectives
       rank_op = d.get(), op = std::move(d);
@@ -584,7 +584,7 @@ Solver::Solver(const DeviceCsrRef& a, const SolverOptions& options) : impl_(std:
   s.phases.front().ms += copy_ms;  // "upload": the device-to-device copy
 }
 
-Solver::Solver(RankBlocks share, int32_t global_rows, Communicator& comm, const SolverOptions& options)
+Solver::Solver(RankBlocks share, GlobalIndex global_rows, Communicator& comm, const SolverOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   check_recurrence(options);
@@ -613,8 +613,8 @@ int32_t Solver::rows() const {
   const Impl& s = *impl_;
   return s.rank_op ? s.rank_op->local_rows() : s.setup ? s.setup->rows() : s.host->rows;
 }
-int32_t Solver::row_begin() const { return impl_->row_begin; }
-int32_t Solver::global_rows() const { return impl_->global_rows; }
+GlobalIndex Solver::row_begin() const { return impl_->row_begin; }
+GlobalIndex Solver::global_rows() const { return impl_->global_rows; }
 int Solver::ranks() const { return impl_->comm ? impl_->comm->size() : 1; }
 int64_t Solver::halo_entries() const { return impl_->rank_op ? impl_->rank_op->halo_entries() : 0; }
 int64_t Solver::send_entries() const { return impl_->rank_op ? impl_->rank_op->send_entries() : 0; }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 
 #include "spcg/error.hpp"
 #include "sparse/parallel.hpp"
@@ -18,17 +19,20 @@ struct StencilPoint {
   double value;
 };
 
-// Rows [row_begin, row_end) of the stencil matrix (row_end < 0: all), columns global: a rank builds its own
-// rows only, so the whole matrix may exceed one process's int32 nonzeros while each rank's share does not.
-CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name,
-                         int64_t row_begin = 0, int64_t row_end = -1) {
+// Rows [row_begin, row_end) of the stencil matrix into `a` (a CsrMatrix for the whole grid, GlobalRows for a
+// rank's share, whose columns are 64-bit): a rank builds its own rows only, so the whole grid may pass 2^31 rows
+// while each rank's share of rows and entries fits int32.
+template <class Rows>
+void fill_stencil_rows(Rows& a, int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name,
+                       int64_t row_begin, int64_t row_end) {
+  using Column = typename std::remove_reference_t<decltype(a.col_idx)>::value_type;
   const int64_t n = int64_t{nx} * ny * nz;
   if (nx < 0 || ny < 0 || nz < 0) throw InputError(name, 0, "grid size must be non-negative");
-  if (n > std::numeric_limits<int32_t>::max()) throw InputError(name, 0, "grid has more rows than int32 allows");
-  if (row_end < 0) row_end = n;
   if (row_begin < 0 || row_begin > row_end || row_end > n)
     throw InputError(name, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside the grid's " +
                                   std::to_string(n));
+  if (row_end - row_begin > std::numeric_limits<int32_t>::max())
+    throw InputError(name, 0, std::to_string(row_end - row_begin) + " rows in one piece: more than int32 allows (use more ranks)");
   std::sort(pts.begin(), pts.end(), [&](const StencilPoint& a, const StencilPoint& b) {
     return (int64_t{a.dz} * ny + a.dy) * nx + a.dx < (int64_t{b.dz} * ny + b.dy) * nx + b.dx;
   });
@@ -42,9 +46,7 @@ CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<Stencil
     if (exact > std::numeric_limits<int32_t>::max())
       throw InputError(name, 0, "matrix has " + std::to_string(exact) + " nonzeros, more than int32 indexing allows");
   }
-  CsrMatrix a;
   a.rows = static_cast<int32_t>(row_end - row_begin);
-  a.cols = static_cast<int32_t>(n);
   a.row_ptr.resize(static_cast<size_t>(a.rows) + 1);
   a.row_ptr[0] = 0;
   // Rows in parts on every core: the lengths, their prefix sum, then the entries in place (a rank's share of
@@ -88,10 +90,20 @@ CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<Stencil
     int32_t at = a.row_ptr[static_cast<size_t>(row - row_begin)];
     for (const auto& p : pts)
       if (inside(p, x, y, z)) {
-        a.col_idx[static_cast<size_t>(at)] = static_cast<int32_t>((int64_t{z + p.dz} * ny + (y + p.dy)) * nx + (x + p.dx));
+        a.col_idx[static_cast<size_t>(at)] = static_cast<Column>((int64_t{z + p.dz} * ny + (y + p.dy)) * nx + (x + p.dx));
         a.values[static_cast<size_t>(at++)] = p.value;
       }
   });
+}
+
+// The whole stencil matrix (int32 rows and entries).
+CsrMatrix stencil_matrix(int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name) {
+  const int64_t n = int64_t{nx} * ny * nz;
+  if (n > std::numeric_limits<int32_t>::max())
+    throw InputError(name, 0, std::to_string(n) + " rows: more than one GPU's int32 indexing allows (several GPUs take it)");
+  CsrMatrix a;
+  fill_stencil_rows(a, nx, ny, nz, std::move(pts), name, 0, std::max<int64_t>(n, 0));
+  a.cols = a.rows;
   return a;
 }
 
@@ -295,9 +307,9 @@ GeneratorSpec parse_generator(const std::string& spec) {
     g.n = parse_size(spec, rest, g.kind == "jump3d" ? 1290 : 200000000);
     return g;
   }
-  if (g.kind == "poisson2d" || g.kind == "poisson2d9") g.n = parse_size(spec, rest, 46340);
-  else if (g.kind == "poisson3d" || g.kind == "aniso3d") g.n = parse_size(spec, rest, 1290);
-  else if (g.kind == "poisson3d27") g.n = parse_size(spec, rest, 1290);
+  // the stencils: up to 2^40 rows (several GPUs make a share each; one GPU's whole matrix stops at int32's rows)
+  if (g.kind == "poisson2d" || g.kind == "poisson2d9") g.n = parse_size(spec, rest, kMaxStencilSide2d);
+  else if (g.kind == "poisson3d" || g.kind == "aniso3d" || g.kind == "poisson3d27") g.n = parse_size(spec, rest, kMaxStencilSide3d);
   else throw InputError(spec, 0, "unknown generator '" + g.kind + "'; expected one of " + generator_help());
   return g;
 }
@@ -333,22 +345,28 @@ int64_t generated_rows(const std::string& spec) {
   return int64_t{g.n} * g.n * g.n;
 }
 
-CsrMatrix generate_rows(const std::string& spec, int32_t row_begin, int32_t row_end) {
+GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row_end) {
   const GeneratorSpec g = parse_generator(spec);
   std::vector<StencilPoint> pts;
   int32_t nz = 0;
-  if (stencil_of(g, pts, nz)) return stencil_matrix(g.n, g.n, nz, pts, g.kind.c_str(), row_begin, row_end);
+  GlobalRows s;
+  s.first_row = row_begin;
+  if (stencil_of(g, pts, nz)) {
+    s.global_cols = int64_t{g.n} * g.n * nz;
+    fill_stencil_rows(s, g.n, g.n, nz, pts, g.kind.c_str(), row_begin, row_end);
+    return s;
+  }
   // the others (random boxes, a random graph) are made whole, and the rows cut out
   const CsrMatrix a = generate(spec);
   if (row_begin < 0 || row_begin > row_end || row_end > a.rows)
     throw InputError(spec, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside its " +
                                   std::to_string(a.rows));
-  CsrMatrix s;
-  s.rows = row_end - row_begin, s.cols = a.cols;
+  const int32_t b = static_cast<int32_t>(row_begin), e = static_cast<int32_t>(row_end);
+  s.rows = e - b, s.global_cols = a.cols;
   s.row_ptr.resize(static_cast<size_t>(s.rows) + 1);
-  for (int32_t i = row_begin; i <= row_end; ++i) s.row_ptr[static_cast<size_t>(i - row_begin)] = a.row_ptr[i] - a.row_ptr[row_begin];
-  s.col_idx.assign(a.col_idx.begin() + a.row_ptr[row_begin], a.col_idx.begin() + a.row_ptr[row_end]);
-  s.values.assign(a.values.begin() + a.row_ptr[row_begin], a.values.begin() + a.row_ptr[row_end]);
+  for (int32_t i = b; i <= e; ++i) s.row_ptr[static_cast<size_t>(i - b)] = a.row_ptr[i] - a.row_ptr[b];
+  s.col_idx.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
+  s.values.assign(a.values.begin() + a.row_ptr[b], a.values.begin() + a.row_ptr[e]);
   return s;
 }
 

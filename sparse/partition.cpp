@@ -10,14 +10,14 @@
 
 namespace spcg {
 
-int RowPartition::owner(int32_t row) const {
+int RowPartition::owner(GlobalIndex row) const {
   const auto it = std::upper_bound(first_row.begin(), first_row.end(), row);
   return static_cast<int>(it - first_row.begin()) - 1;
 }
 
 int64_t HaloPlan::send_count() const {
   int64_t n = 0;
-  for (const Transfer& t : send) n += static_cast<int64_t>(t.rows.size());
+  for (const Send& t : send) n += static_cast<int64_t>(t.rows.size());
   return n;
 }
 
@@ -31,7 +31,7 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
   auto work_before = [&](int32_t i) { return int64_t{a.row_ptr[i]} + i; };
   for (int t = 1; t < ranks; ++t) {
     const int64_t target = total * t / ranks;
-    int32_t lo = p.first_row[t - 1], hi = a.rows;
+    int32_t lo = static_cast<int32_t>(p.first_row[t - 1]), hi = a.rows;
     while (lo < hi) {
       const int32_t mid = lo + (hi - lo) / 2;
       if (work_before(mid) < target) lo = mid + 1;
@@ -44,13 +44,16 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
 
 namespace {
 
-// Rank r's local and halo blocks and its receives, from its rows (rows.row_ptr over its rows; global columns).
-// The rows are taken over: the halo block is copied out (a few planes' worth), and the local block is what
-// remains of them, compacted in place (a rank's share of a large system is tens of GB; a copy doubled it).
-RankBlocks split_rows(CsrMatrix a, const RowPartition& p, int r) {
+// Rank r's local and halo blocks and its receives, from its rows (global columns). The rows are taken over: the
+// halo block is copied out (a few planes' worth); the local block's row pointers and values are what remains of
+// the rows', compacted in place (a rank's share of a large system is tens of GB; a copy doubled it), and only its
+// 32-bit columns are new.
+RankBlocks split_rows(GlobalRows a, const RowPartition& p, int r) {
   RankBlocks rb;
   rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
-  const int32_t b = rb.row_begin, e = rb.row_end, rows = e - b;
+  const GlobalIndex b = rb.row_begin, e = rb.row_end;
+  const int32_t rows = rb.rows();
+  auto outside = [&](GlobalIndex c) { return c < b || c >= e; };
   // rows in parts on every core
   const int64_t parts = rows >= (1 << 16) ? 8 * int64_t{hardware_threads()} : 1;
   auto for_parts = [&](auto&& body) {  // body(first row, end row, part)
@@ -60,23 +63,25 @@ RankBlocks split_rows(CsrMatrix a, const RowPartition& p, int r) {
   };
   // halo columns: the distinct columns outside [b, e), sorted (so grouped by owner, as ranges are contiguous);
   // with each row's halo length
-  std::vector<int32_t>& halo = rb.plan.halo_columns;
-  std::vector<std::vector<int32_t>> halo_of_part(static_cast<size_t>(parts));
+  std::vector<GlobalIndex>& halo = rb.plan.halo_columns;
+  std::vector<std::vector<GlobalIndex>> halo_of_part(static_cast<size_t>(parts));
   rb.halo.rows = rows;
   rb.halo.row_ptr.resize(static_cast<size_t>(rows) + 1);
   rb.halo.row_ptr[0] = 0;
   for_parts([&](int32_t first, int32_t last, int64_t part) {
-    std::vector<int32_t>& mine = halo_of_part[static_cast<size_t>(part)];
+    std::vector<GlobalIndex>& mine = halo_of_part[static_cast<size_t>(part)];
     for (int32_t i = first; i < last; ++i) {
       int32_t out = 0;
       for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
-        if (a.col_idx[q] < b || a.col_idx[q] >= e) ++out, mine.push_back(a.col_idx[q]);
+        if (outside(a.col_idx[q])) ++out, mine.push_back(a.col_idx[q]);
       rb.halo.row_ptr[static_cast<size_t>(i) + 1] = out;
     }
   });
   for (const auto& mine : halo_of_part) halo.insert(halo.end(), mine.begin(), mine.end());
   std::sort(halo.begin(), halo.end());
   halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
+  if (halo.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    throw Error("rank " + std::to_string(r) + " needs " + std::to_string(halo.size()) + " halo entries, more than int32 slots allow");
   rb.halo.cols = static_cast<int32_t>(halo.size());
   for (size_t i = 1; i <= static_cast<size_t>(rows); ++i) rb.halo.row_ptr[i] += rb.halo.row_ptr[i - 1];
   rb.halo.col_idx.resize(static_cast<size_t>(rb.halo.row_ptr.back()));
@@ -86,53 +91,56 @@ RankBlocks split_rows(CsrMatrix a, const RowPartition& p, int r) {
       for (int32_t i = first; i < last; ++i) {
         int32_t h = rb.halo.row_ptr[i];
         for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
-          const int32_t c = a.col_idx[q];
-          if (c >= b && c < e) continue;
+          const GlobalIndex c = a.col_idx[q];
+          if (!outside(c)) continue;
           // the slot order is the column order: a row's halo entries stay sorted
           rb.halo.col_idx[h] = static_cast<int32_t>(std::lower_bound(halo.begin(), halo.end(), c) - halo.begin());
           rb.halo.values[h++] = a.values[q];
         }
       }
     });
-  // the local block: the rows without their halo entries, columns shifted to local indices, in place
+  // the local block: the rows without their halo entries, columns shifted to local indices
+  CsrMatrix& local = rb.local;
+  local.rows = local.cols = rows;
   if (halo.empty()) {
-    if (b != 0)
-      for_parts([&](int32_t first, int32_t last, int64_t) {
-        for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) a.col_idx[q] -= b;
-      });
+    local.col_idx.resize(a.col_idx.size());
+    for_parts([&](int32_t first, int32_t last, int64_t) {
+      for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local.col_idx[q] = static_cast<int32_t>(a.col_idx[q] - b);
+    });
   } else {  // entries move down only: one pass in row order
+    local.col_idx.resize(a.col_idx.size() - static_cast<size_t>(rb.halo.nnz()));
     int32_t w = 0, old_begin = a.row_ptr[0];
     for (int32_t i = 0; i < rows; ++i) {
       const int32_t old_end = a.row_ptr[i + 1];
       a.row_ptr[i] = w;
       for (int32_t q = old_begin; q < old_end; ++q) {
-        const int32_t c = a.col_idx[q];
-        if (c < b || c >= e) continue;
-        a.col_idx[w] = c - b, a.values[w++] = a.values[q];
+        const GlobalIndex c = a.col_idx[q];
+        if (outside(c)) continue;
+        local.col_idx[w] = static_cast<int32_t>(c - b), a.values[w++] = a.values[q];
       }
       old_begin = old_end;
     }
     a.row_ptr[static_cast<size_t>(rows)] = w;
-    a.col_idx.resize(static_cast<size_t>(w));
     a.values.resize(static_cast<size_t>(w));
   }
-  rb.local = std::move(a);
-  rb.local.rows = rb.local.cols = rows;
+  a.col_idx = HostVector<GlobalIndex>();  // the global columns go before the rest is kept
+  local.row_ptr = std::move(a.row_ptr);
+  local.values = std::move(a.values);
   // receives: the runs of halo columns by owner
   for (size_t s = 0; s < halo.size();) {
     const int peer = p.owner(halo[s]);
-    HaloPlan::Transfer t;
+    HaloPlan::Receive t;
     t.peer = peer;
-    while (s < halo.size() && halo[s] < p.end(peer)) t.rows.push_back(halo[s++]);
+    while (s < halo.size() && halo[s] < p.end(peer)) t.columns.push_back(halo[s++]);
     rb.plan.receive.push_back(std::move(t));
   }
   return rb;
 }
 
-// Rows [b, e) of a, as a rows x a.cols CSR with global columns.
-CsrMatrix row_slice(const CsrMatrix& a, int32_t b, int32_t e) {
-  CsrMatrix s;
-  s.rows = e - b, s.cols = a.cols;
+// Rows [b, e) of a, with global columns.
+GlobalRows row_slice(const CsrMatrix& a, int32_t b, int32_t e) {
+  GlobalRows s;
+  s.first_row = b, s.global_cols = a.cols, s.rows = e - b;
   s.row_ptr.resize(static_cast<size_t>(e - b) + 1);
   for (int32_t i = b; i <= e; ++i) s.row_ptr[static_cast<size_t>(i - b)] = a.row_ptr[i] - a.row_ptr[b];
   s.col_idx.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
@@ -140,11 +148,14 @@ CsrMatrix row_slice(const CsrMatrix& a, int32_t b, int32_t e) {
   return s;
 }
 
-void check_partition(const RowPartition& p, int32_t rows, int rank, const char* what) {
+void check_partition(const RowPartition& p, GlobalIndex rows, int rank, const char* what) {
   if (p.first_row.front() != 0 || p.first_row.back() != rows)
     throw Error(std::string(what) + ": the partition does not cover the matrix's rows");
   if (rank < 0 || rank >= p.ranks())
     throw Error(std::string(what) + ": rank " + std::to_string(rank) + " of " + std::to_string(p.ranks()));
+  if (p.end(rank) - p.begin(rank) > std::numeric_limits<int32_t>::max())
+    throw Error(std::string(what) + ": rank " + std::to_string(rank) + "'s " + std::to_string(p.end(rank) - p.begin(rank)) +
+                " rows are more than a rank's 32-bit row indices allow: use more ranks");
 }
 
 }  // namespace
@@ -152,13 +163,13 @@ void check_partition(const RowPartition& p, int32_t rows, int rank, const char* 
 RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
   if (a.rows != a.cols) throw Error("rank_blocks: the matrix is not square");
   check_partition(p, a.rows, rank, "rank_blocks");
-  const int32_t b = p.begin(rank), e = p.end(rank);
+  const int32_t b = static_cast<int32_t>(p.begin(rank)), e = static_cast<int32_t>(p.end(rank));  // a.rows bounds them
   RankBlocks rb = split_rows(row_slice(a, b, e), p, rank);
   // sends: for each peer q, the distinct columns in [b, e) that q's rows hold, sorted (= q's receive from us)
   for (int q = 0; q < p.ranks(); ++q) {
     if (q == rank) continue;
     std::vector<int32_t> cols;
-    for (int32_t i = p.begin(q); i < p.end(q); ++i)
+    for (int32_t i = static_cast<int32_t>(p.begin(q)); i < p.end(q); ++i)
       for (int32_t k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k)
         if (a.col_idx[k] >= b && a.col_idx[k] < e) cols.push_back(a.col_idx[k] - b);
     if (cols.empty()) continue;
@@ -169,11 +180,12 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
   return rb;
 }
 
-RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank) {
-  check_partition(p, rows.cols, rank, "rank_blocks_from_rows");
-  if (rows.rows != p.end(rank) - p.begin(rank))
-    throw Error("rank_blocks_from_rows: " + std::to_string(rows.rows) + " rows given for rank " + std::to_string(rank) +
-                ", which owns " + std::to_string(p.end(rank) - p.begin(rank)));
+RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank) {
+  check_partition(p, rows.global_cols, rank, "rank_blocks_from_rows");
+  if (rows.first_row != p.begin(rank) || rows.rows != p.end(rank) - p.begin(rank))
+    throw Error("rank_blocks_from_rows: rows " + std::to_string(rows.first_row) + ".." + std::to_string(rows.first_row + rows.rows) +
+                " given for rank " + std::to_string(rank) + ", which owns " + std::to_string(p.begin(rank)) + ".." +
+                std::to_string(p.end(rank)));
   RankBlocks rb = split_rows(std::move(rows), p, rank);
   // structural symmetry: peer q needs x_i exactly when row i has a column that q owns (read off the halo block)
   std::vector<std::vector<int32_t>> to(static_cast<size_t>(p.ranks()));
@@ -190,11 +202,14 @@ RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank
   return rb;
 }
 
-RowPartition partition_evenly(int32_t rows, int ranks) {
+RowPartition partition_evenly(GlobalIndex rows, int ranks) {
   if (ranks < 1) throw Error("partition_evenly: " + std::to_string(ranks) + " ranks (at least 1)");
+  if (rows < 0) throw Error("partition_evenly: " + std::to_string(rows) + " rows");
   RowPartition p;
   p.first_row.resize(static_cast<size_t>(ranks) + 1);
-  for (int r = 0; r <= ranks; ++r) p.first_row[static_cast<size_t>(r)] = static_cast<int32_t>(int64_t{rows} * r / ranks);
+  // rows / ranks * r + the remainder's share, exact where rows * r would pass 64 bits
+  const GlobalIndex q = rows / ranks, m = rows % ranks;
+  for (int r = 0; r <= ranks; ++r) p.first_row[static_cast<size_t>(r)] = q * r + m * r / ranks;
   return p;
 }
 
@@ -214,22 +229,22 @@ std::vector<std::vector<double>> exchange_halos_in_process(const std::vector<Ran
   for (size_t q = 0; q < n; ++q) halo[q].assign(ranks[q].plan.halo_columns.size(), 0.0);
   // every message as its sender packs it, delivered to the receiver's slots for that sender
   for (size_t r = 0; r < n; ++r)
-    for (const HaloPlan::Transfer& snd : ranks[r].plan.send) {
+    for (const HaloPlan::Send& snd : ranks[r].plan.send) {
       std::vector<double> message;
       for (int32_t row : snd.rows) message.push_back(x_parts[r].at(static_cast<size_t>(row)));
       const HaloPlan& to = ranks[static_cast<size_t>(snd.peer)].plan;
       size_t offset = 0;
       bool delivered = false;
-      for (const HaloPlan::Transfer& rcv : to.receive) {
+      for (const HaloPlan::Receive& rcv : to.receive) {
         if (rcv.peer == static_cast<int>(r)) {
-          if (rcv.rows.size() != message.size())
+          if (rcv.columns.size() != message.size())
             throw Error("halo plan: rank " + std::to_string(r) + " sends " + std::to_string(message.size()) +
-                        " entries to rank " + std::to_string(snd.peer) + ", which expects " + std::to_string(rcv.rows.size()));
+                        " entries to rank " + std::to_string(snd.peer) + ", which expects " + std::to_string(rcv.columns.size()));
           std::copy(message.begin(), message.end(), halo[static_cast<size_t>(snd.peer)].begin() + static_cast<long>(offset));
           delivered = true;
           break;
         }
-        offset += rcv.rows.size();
+        offset += rcv.columns.size();
       }
       if (!delivered)
         throw Error("halo plan: rank " + std::to_string(r) + " sends to rank " + std::to_string(snd.peer) +
@@ -260,10 +275,11 @@ RankBlocks rank_share(const CsrMatrix& a, int ranks, int rank) {
 }
 
 RankBlocks generated_share(const std::string& spec, int ranks, int rank) {
-  const int64_t rows = generated_rows(spec);
-  if (rows > std::numeric_limits<int32_t>::max())
-    throw InputError(spec, 0, std::to_string(rows) + " rows: more than 32-bit row indices allow");
-  const RowPartition p = partition_evenly(static_cast<int32_t>(rows), ranks);
+  const RowPartition p = partition_evenly(generated_rows(spec), ranks);
+  if (rank < 0 || rank >= ranks) throw Error("generated_share: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
+  if (p.end(rank) - p.begin(rank) > std::numeric_limits<int32_t>::max())
+    throw InputError(spec, 0, std::to_string(p.end(rank) - p.begin(rank)) + " rows a rank on " + std::to_string(ranks) +
+                                  " ranks: more than a rank's 32-bit row indices allow (use more ranks)");
   return rank_blocks_from_rows(generate_rows(spec, p.begin(rank), p.end(rank)), p, rank);
 }
 

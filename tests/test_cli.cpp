@@ -934,6 +934,13 @@ TEST(Cli, SeveralGpus) {
   expect("solve --generate poisson2d:8 --gpus 0", 2, "--gpus must be between 1 and 1024");
   expect("solve --generate poisson2d:8 --gpus 2 --tol -1", 2, "--tol and --atol must be finite");  // checked once, by the launcher
   expect("solve --gpus 2 --help", 0, "--gpus");
+  // past 2^31 rows x stays with the ranks: what would gather it whole is refused by name, before any rank starts
+  for (const std::string& gathers : {"--output x.mtx", "--verify", "--deterministic", "--x0 x0.mtx"})
+    expect_one_line("solve --generate poisson3d:1300 --gpus 4 --precond jacobi " + gathers, 2,
+                    gathers.substr(0, gathers.find(' ')) + (gathers == "--deterministic" ? "'s checksum" : "") +
+                        ": poisson3d:1300 has 2197000000 rows, more than a whole vector on one process holds");
+  expect_one_line("solve --generate poisson3d:1300 --precond jacobi --backend host", 1,
+                  "2197000000 rows: more than one GPU's int32 indexing allows");
   std::string why;
   if (!spcg::test::gpu_available(&why)) {
     expect("solve --generate poisson2d:8 --gpus 2", 2, "--gpus 2: this machine shows 0 GPU(s)");

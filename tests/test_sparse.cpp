@@ -601,8 +601,10 @@ TEST(Partition, MismatchedPartitionsAreRefused) {
 TEST(Generators, RowsOutsideACutMatrixAreRefused) {
   EXPECT_THROW(generate_rows("jump3d:4", 3, 100), InputError);
   EXPECT_THROW(generate_rows("powerlaw:50", 10, 5), InputError);
-  const CsrMatrix rows = generate_rows("jump3d:4", 3, 10);
+  const GlobalRows rows = generate_rows("jump3d:4", 3, 10);
   EXPECT_EQ(rows.rows, 7);
+  EXPECT_EQ(rows.first_row, 3);
+  EXPECT_EQ(rows.global_cols, 64);
 }
 
 TEST(EigenBridge, HostConjugateGradientFromAnInitialGuess) {

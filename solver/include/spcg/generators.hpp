@@ -4,6 +4,7 @@
 #include <string>
 
 #include "spcg/csr_matrix.hpp"
+#include "spcg/partition.hpp"
 
 namespace spcg {
 
@@ -25,16 +26,21 @@ CsrMatrix powerlaw_spd(int32_t n, uint64_t seed = 42, double alpha = 1.6, int32_
 CsrMatrix jump3d(int32_t n, uint64_t seed = 1);
 constexpr int kJump3dBoxes = 16;
 
+// The stencils' largest sides: at most 2^40 rows, made a rank's share at a time (2^20 squared, 10321 cubed).
+constexpr int32_t kMaxStencilSide2d = 1 << 20;
+constexpr int32_t kMaxStencilSide3d = 10321;
+
 // Parses "poisson2d:N", "poisson2d9:N", "poisson3d:N", "poisson3d27:N", "aniso3d:N",
 // "jump3d:N[:seed]", "powerlaw:N[:seed]". Throws InputError naming the spec when it is not one of these.
 CsrMatrix generate(const std::string& spec);
 bool looks_like_generator(const std::string& spec);
 // The rows of generate(spec), without making it.
 int64_t generated_rows(const std::string& spec);
-// Rows [row_begin, row_end) of generate(spec) as a (row_end - row_begin) x rows CSR with global columns: one
-// rank's share on several GPUs. The stencils make only those rows (a whole 1000^3 grid would pass int32's
-// nonzeros; a share need not); jump3d and powerlaw are made whole and cut.
-CsrMatrix generate_rows(const std::string& spec, int32_t row_begin, int32_t row_end);
+// Rows [row_begin, row_end) of generate(spec), with global (64-bit) columns: one rank's share on several GPUs.
+// The stencils make only those rows (a whole 1000^3 grid passes int32's nonzeros, a 1300^3 one its rows; a share
+// need not); jump3d and powerlaw are made whole and cut. InputError naming the spec for a range outside the
+// matrix, or one whose rows or entries pass int32.
+GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row_end);
 std::string generator_help();
 
 // n x k values uniform in [-1, 1) drawn in row-major order from SplitMix64(seed): the random right-hand sides

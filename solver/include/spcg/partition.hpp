@@ -13,13 +13,29 @@
 
 namespace spcg {
 
+// A row or column number of the whole system split over ranks: 64-bit, since a system held by several GPUs may
+// pass 2^31 rows. A rank's own indices (its rows, its local block's columns, its halo slots) stay int32: 4 of
+// CSR's 12 bytes an entry, where 64-bit ones would make it 16.
+using GlobalIndex = int64_t;
+
 // Contiguous row blocks: rank r owns rows [first_row[r], first_row[r + 1]).
 struct RowPartition {
-  std::vector<int32_t> first_row{0};
+  std::vector<GlobalIndex> first_row{0};
   int ranks() const { return static_cast<int>(first_row.size()) - 1; }
-  int32_t begin(int r) const { return first_row[static_cast<size_t>(r)]; }
-  int32_t end(int r) const { return first_row[static_cast<size_t>(r) + 1]; }
-  int owner(int32_t row) const;  // the rank owning `row` (a rank with no rows never owns one)
+  GlobalIndex begin(int r) const { return first_row[static_cast<size_t>(r)]; }
+  GlobalIndex end(int r) const { return first_row[static_cast<size_t>(r) + 1]; }
+  int owner(GlobalIndex row) const;  // the rank owning `row` (a rank with no rows never owns one)
+};
+
+// Rows [first_row, first_row + rows) of a system of `global_cols` columns, with global column numbers: one rank's
+// rows as it generates, reads or cuts them, before they are split into its local and halo blocks.
+struct GlobalRows {
+  GlobalIndex first_row = 0, global_cols = 0;
+  int32_t rows = 0;
+  HostVector<int32_t> row_ptr{0};  // the rank's entries fit int32 (generate_rows refuses a share that does not)
+  HostVector<GlobalIndex> col_idx;
+  HostVector<double> values;
+  int64_t nnz() const { return static_cast<int64_t>(col_idx.size()); }
 };
 
 // Blocks of about equal work, work = stored entries + rows (a row costs its pointer and its y entry even when
@@ -30,14 +46,17 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks);
 // What one rank exchanges: it receives the halo entries x[halo_columns[i]] (grouped by owner, each group
 // sorted) and sends to each peer the entries of its own x that the peer's halo lists, in the peer's order.
 struct HaloPlan {
-  struct Transfer {
+  struct Receive {
     int peer = 0;
-    std::vector<int32_t> rows;  // receive: global columns of the halo slots filled from `peer` (in slot order);
-                                // send: this rank's local row indices whose x the peer receives, in its order
+    std::vector<GlobalIndex> columns;  // the global columns of the halo slots filled from `peer`, in slot order
   };
-  std::vector<int32_t> halo_columns;  // global column of each halo slot
-  std::vector<Transfer> receive;      // by peer rank, increasing; slots of `receive[i]` follow those of receive[i-1]
-  std::vector<Transfer> send;         // by peer rank, increasing
+  struct Send {
+    int peer = 0;
+    std::vector<int32_t> rows;  // this rank's local row indices whose x the peer receives, in the peer's order
+  };
+  std::vector<GlobalIndex> halo_columns;  // global column of each halo slot
+  std::vector<Receive> receive;           // by peer rank, increasing; slots of `receive[i]` follow those of receive[i-1]
+  std::vector<Send> send;                 // by peer rank, increasing
   int64_t receive_count() const { return static_cast<int64_t>(halo_columns.size()); }
   int64_t send_count() const;
 };
@@ -45,28 +64,29 @@ struct HaloPlan {
 // A rank's share of A: its rows, split by column owner.
 struct RankBlocks {
   int rank = 0;
-  int32_t row_begin = 0, row_end = 0;
+  GlobalIndex row_begin = 0, row_end = 0;
+  int32_t rows() const { return static_cast<int32_t>(row_end - row_begin); }
   CsrMatrix local;  // (row_end - row_begin) square: columns in [row_begin, row_end), shifted to local indices
   CsrMatrix halo;   // (row_end - row_begin) x halo_columns.size(): columns are halo slots
   HaloPlan plan;
 };
 
 // Equal row counts (generated stencils, whose rows cost about the same: no whole matrix to weigh).
-RowPartition partition_evenly(int32_t rows, int ranks);
+RowPartition partition_evenly(GlobalIndex rows, int ranks);
 
 // One rank's blocks and plan from the whole matrix (a rank that read the whole file). Any structure.
 RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank);
-// One rank's blocks and plan from its own rows only (rows.rows = its row count, rows.cols = the whole matrix's;
-// global columns): what a rank that generated its rows builds. The sends assume a structurally symmetric A
-// (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
-// The rows are taken over (their arrays become the local block: no copy of a rank's share).
-RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank);
+// One rank's blocks and plan from its own rows only (rows.first_row = p.begin(rank), rows.rows its row count,
+// rows.global_cols the whole matrix's): what a rank that generated its rows builds. The sends assume a
+// structurally symmetric A (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
+// The rows are taken over (their values become the local block's: no copy of a rank's share).
+RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank);
 
 // The library's partition, one rank's share of it (what a rank hands its Solver):
 // a whole matrix that every rank holds (each read the file): contiguous blocks of equal work (partition_by_work);
 RankBlocks rank_share(const CsrMatrix& a, int ranks, int rank);
 // a generated problem (generators.hpp): equal row counts (partition_evenly), only this rank's rows made
-// (generate_rows). InputError naming the spec when it has more rows than 32-bit row indices allow.
+// (generate_rows; the system may pass 2^31 rows, a rank's share may not, nor its entries).
 RankBlocks generated_share(const std::string& spec, int ranks, int rank);
 
 // Every rank's blocks and consistent plans (each rank's sends are its peers' receives): rank_blocks for each.

@@ -108,14 +108,14 @@ class Solver {
   // UsageError otherwise). Checks this rank's rows (finite values; unless check_matrix is off, a symmetric
   // diagonal block and a positive diagonal) and throws InputError naming the global row: a caller ends the other
   // ranks (the launcher of spcg solve --gpus does). The setup ends by connecting the ranks (a "connect" phase).
-  Solver(RankBlocks share, int32_t global_rows, Communicator& comm, const SolverOptions& options);
+  Solver(RankBlocks share, GlobalIndex global_rows, Communicator& comm, const SolverOptions& options);
   ~Solver();
   Solver(Solver&&) noexcept;
   Solver& operator=(Solver&&) noexcept;
 
   int32_t rows() const;         // this rank's (on one GPU: all of them)
-  int32_t row_begin() const;    // this rank's first row (0 on one GPU)
-  int32_t global_rows() const;  // the whole system's
+  GlobalIndex row_begin() const;    // this rank's first row (0 on one GPU)
+  GlobalIndex global_rows() const;  // the whole system's (on several GPUs it may pass 2^31)
   int ranks() const;            // 1 on one GPU
   int64_t halo_entries() const;  // x entries this rank receives per column and apply (0 on one GPU)
   int64_t send_entries() const;  // x entries it sends
