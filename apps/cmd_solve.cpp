@@ -465,44 +465,42 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   });
   JoinOnExit join_starter{starter};
 
-  // the matrix: a file (every rank reads it whole), or a generator (a rank makes its own rows only)
+  // the matrix: a file (read whole on one GPU; on ranks each reads a share of its bytes, and the rows travel to
+  // their owners once NCCL is up), or a generator (a rank makes its own rows only)
   auto t0 = std::chrono::steady_clock::now();
   const RhsFile* rhs_file = std::get_if<RhsFile>(&c.rhs);
   std::optional<DenseBlock> b_whole;  // --rhs FILE fixes k; ones / random take --nrhs
   if (rhs_file) b_whole = read_rhs_file(rhs_file->path);
   Problem whole;
   RankBlocks share;
+  ReadOptions read_options;
+  read_options.threads = c.threads;  // 0: every thread this process may use (a rank's share of the host's: run_solve)
+  std::optional<MatrixFile> file_part;  // a rank's share of the file's bytes, parsed
   if (ranks && c.generated) {
     ScopedRange r("generate");
     share = generated_share(c.source, size, rank);
     rep.phases.push_back({"generate (own rows)", ms_since(t0)});
     whole.name = c.source;
+  } else if (ranks) {
+    ScopedRange r("read");
+    read_options.part = {rank, size};
+    file_part = read_matrix_market(c.source, read_options);
+    whole.name = file_part->info.name.empty() ? std::filesystem::path(c.source).filename().string() : file_part->info.name;
+    whole.read = file_part->info.read;
+    rep.phases.push_back({"read (1/" + std::to_string(size) + " of the file)", ms_since(t0)});
   } else {
     ScopedRange r("read");
-    ReadOptions ro;
-    ro.threads = c.threads;  // 0: every thread this process may use (a rank's share of the host's: run_solve)
-    whole = load_problem(c.source, ro, /*with_stats=*/false);
-    rep.phases.push_back({ranks ? "read (whole file)" : "read", whole.read_ms});
+    whole = load_problem(c.source, read_options, /*with_stats=*/false);
+    rep.phases.push_back({"read", whole.read_ms});
   }
   // the system's rows: a generated one on ranks may pass 2^31 (check_rank_options kept every whole vector off it)
-  const GlobalIndex n = ranks && c.generated ? generated_rows(c.source) : whole.a.rows;
-  if (ranks && !c.generated) {
-    if (whole.a.rows != whole.a.cols)
-      throw InputError(c.source, 0, "matrix is " + std::to_string(whole.a.rows) + " x " + std::to_string(whole.a.cols) + ", CG needs a square matrix");
-    const auto t_split = std::chrono::steady_clock::now();
-    share = rank_share(whole.a, size, rank);
-    if (rank != 0 || !c.verify) whole.a = CsrMatrix();  // only rank 0's --verify reads the whole matrix again
-    rep.phases.push_back({"partition", ms_since(t_split)});
-  }
-  const GlobalIndex begin = ranks ? share.row_begin : 0, end = ranks ? share.row_end : n;
+  const GlobalIndex n = ranks && c.generated ? generated_rows(c.source) : file_part ? file_part->matrix.rows : whole.a.rows;
   const double problem_ms = ms_since(t0);
-  std::optional<DenseBlock> b_rows, x0_rows;
-  if (b_whole) {
-    require_rhs_rows(*b_whole, n, rhs_file->path);
-    b_rows = rows_of(rank == 0 && c.verify ? *b_whole : std::move(*b_whole), begin, end);  // rank 0 keeps it for --verify
-  }
-  const int k = b_rows ? b_rows->cols : c.nrhs;
-  if (c.x0) x0_rows = rows_of(read_initial_guess(*c.x0, n, k), begin, end);
+  // the right-hand side's and initial guess's sizes, checked before waiting for CUDA and NCCL
+  if (b_whole) require_rhs_rows(*b_whole, n, rhs_file->path);
+  const int k = b_whole ? b_whole->cols : c.nrhs;
+  std::optional<DenseBlock> x0_whole;
+  if (c.x0) x0_whole = read_initial_guess(*c.x0, n, k);
 
   t0 = std::chrono::steady_clock::now();
   starter.join();
@@ -517,6 +515,14 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
                                            {"start: NCCL's sums connected (overlapped)", sums_ms}});
     rep.phases.push_back({"wait for CUDA + NCCL", waited_ms});
     end_rendezvous(*ranks, c.rendezvous);  // every rank has joined
+    if (file_part) {  // the parts' rows to their owners: the partition, the rows, the plan
+      ScopedRange r("file rows");
+      FileShare fs = file_share(std::move(*file_part), c.source, read_options, *comm);
+      file_part.reset();
+      share = std::move(fs.share);
+      whole.duplicates_summed = fs.info.duplicates_summed;
+      rep.phases.push_back({"file rows to their ranks", fs.exchange_ms});
+    }
   } else {
     if (c.solver.backend == Backend::gpu && !have_gpu) throw CudaError("--backend gpu: " + why_no_gpu);
     if (c.solver.backend == Backend::automatic && !have_gpu)
@@ -524,6 +530,12 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
     rep.phases.insert(rep.phases.begin(), {"start (CUDA, overlapped)", cuda.ms()});
     if (waited_ms > 0.05) rep.phases.push_back({"wait for CUDA", waited_ms});
   }
+
+  // this rank's rows of b and x0 (a rank reading a file knows them once the rows are exchanged)
+  const GlobalIndex begin = ranks ? share.row_begin : 0, end = ranks ? share.row_end : n;
+  std::optional<DenseBlock> b_rows, x0_rows;
+  if (b_whole) b_rows = rows_of(rank == 0 && c.verify ? *b_whole : std::move(*b_whole), begin, end);  // rank 0 keeps it for --verify
+  if (x0_whole) x0_rows = rows_of(std::move(*x0_whole), begin, end);
 
   SolverOptions so = c.solver;
   so.backend = have_gpu && so.backend != Backend::host ? Backend::gpu : Backend::host;
@@ -616,7 +628,8 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
   if (c.verify) {
     ScopedRange r("verify");
     const auto tv = std::chrono::steady_clock::now();
-    const CsrMatrix& a = !ranks ? solver.matrix() : c.generated ? (whole.a = generate(c.source)) : whole.a;
+    // on ranks, rank 0 makes or reads the whole matrix now (the ranks held shares)
+    const CsrMatrix& a = !ranks ? solver.matrix() : (whole.a = c.generated ? generate(c.source) : read_matrix_market(c.source).matrix);
     const DenseBlock& b = b_whole ? *b_whole : *(b_whole = made_rhs(std::get<RhsKind>(c.rhs), static_cast<int32_t>(n), k, c.seed));
     const std::vector<double> rel = relative_residuals(a, x, b);
     rep.verify_relative_residual = *std::max_element(rel.begin(), rel.end());

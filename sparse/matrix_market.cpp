@@ -35,8 +35,28 @@ std::string gigabytes(uint64_t bytes) {
   return b;
 }
 
-// The whole sparse read: the header serially, the entries chunk by chunk on every thread, then the CSR.
-MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadOptions& opt, ReadProfile profile) {
+// Bytes [begin, end) of the data lines that part `part` of a file reads: equal shares of [data_begin, size), each
+// boundary moved to the end of the line that holds it (neighbouring parts compute the same boundary).
+std::pair<size_t, size_t> part_bytes(const TextSource& text, size_t data_begin, const FilePart& part) {
+  if (part.count < 1 || part.index < 0 || part.index >= part.count)
+    throw Error("read part " + std::to_string(part.index) + " of " + std::to_string(part.count));
+  HostVector<char> scratch;
+  const size_t bytes = text.size() - data_begin;
+  auto boundary = [&](int i) {
+    if (i == 0) return data_begin;
+    if (i == part.count) return text.size();
+    const size_t nominal = data_begin + static_cast<size_t>(static_cast<unsigned __int128>(bytes) * static_cast<unsigned>(i) /
+                                                              static_cast<unsigned>(part.count));
+    return nominal == data_begin ? data_begin : text.line_end_from(nominal - 1, scratch);
+  };
+  return {boundary(part.index), boundary(part.index + 1)};
+}
+
+// The whole sparse read: the header serially, the entries chunk by chunk on every thread, then the CSR. A part
+// (opt.part) reads its share of the data lines only; with `count_check`, it instead replays its share's count
+// against the declared one (check_part_entries) and returns nothing.
+MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadOptions& opt, ReadProfile profile,
+                        const int64_t* count_check_entries_before = nullptr) {
   const auto t_parse = std::chrono::steady_clock::now();
   HostVector<char> header_scratch;
   Parser ps(header_prefix(text, header_scratch), source);
@@ -59,10 +79,12 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
   if (stored_max > kInt32Max)
     ps.fail("entry count " + std::to_string(entries) + " does not fit in int32 indexing after expansion");
   const size_t data_begin = ps.reader.position();
-  const size_t data_bytes = text.size() - data_begin;
-  if (entries > 0 && static_cast<int64_t>(data_bytes) / r.min_line_bytes < entries)
+  const auto [part_begin, part_end] = part_bytes(text, data_begin, opt.part);
+  const size_t data_bytes = part_end - part_begin;
+  if (entries > 0 && static_cast<int64_t>(text.size() - data_begin) / r.min_line_bytes < entries)
     ps.fail("declares " + std::to_string(entries) + " entries but only " + std::to_string(data_bytes) +
             " bytes follow the size line (file truncated?)");
+  // a part holds about its share of the entries
   const uint64_t needed = host_bytes_for_matrix(rows, cols, entries, r.mirrored);
   const uint64_t available = opt.memory_available ? opt.memory_available : host_memory_available();
   if (needed > available)
@@ -81,10 +103,10 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
   const size_t chunk = opt.chunk_bytes ? opt.chunk_bytes
                        : threads == 1  ? data_bytes
                                        : std::max<size_t>(size_t{128} << 10, data_bytes / (size_t(threads) * 8) + 1);
-  const auto pieces = cut_at_line_ends(text, data_begin, chunk);
+  const auto pieces = cut_at_line_ends(text, part_begin, chunk, part_end);
   // Entries a chunk holds, estimated from the mean line length of the first data lines (5% over).
   HostVector<char> sample_scratch;
-  const std::string_view sample = text.range(data_begin, std::min(text.size(), data_begin + 65536), sample_scratch);
+  const std::string_view sample = text.range(part_begin, std::min(part_end, part_begin + 65536), sample_scratch);
   const double mean_line =
       double(sample.size()) / double(std::max<int64_t>(1, std::count(sample.begin(), sample.end(), '\n')));
   std::vector<size_t> estimate(pieces.size());
@@ -92,6 +114,27 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
     estimate[c] = static_cast<size_t>(
         std::min<double>(double(entries) + 1, double(pieces[c].second - pieces[c].first) / mean_line * 1.05 + 64));
   std::vector<HostVector<char>> scratch(static_cast<size_t>(threads));
+  if (count_check_entries_before) {  // a part's share of the declared count: its lines parsed and counted again
+    std::vector<ChunkOutcome> outcome(pieces.size());
+    parallel_for(static_cast<int64_t>(pieces.size()), threads, [&](int64_t c, int worker) {
+      try {
+        CheckOnly check;
+        outcome[c].count = parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch[worker]), 1,
+                                       std::numeric_limits<int64_t>::max() / 2, check, outcome[c].lines);
+      } catch (const InputError&) {
+        outcome[c].failed = true;
+      }
+    });
+    ChunkReplay check{r, text, pieces, 0, scratch[0], part_begin};
+    check.entries_before = *count_check_entries_before;
+    check.missing_checked = opt.part.index == opt.part.count - 1;
+    check.throw_first_error(outcome);  // throws where this part holds the entry past the count, or ends short
+    return out;
+  }
+  // a part: its chunks parse without the declared count (the whole file's), which the ranks check together
+  EntryRules part_rules = r;
+  if (!opt.part.whole()) part_rules.declared = std::numeric_limits<int64_t>::max() / 2;
+  const EntryRules& chunk_rules = opt.part.whole() ? r : part_rules;
   std::future<CsrStorage> storage;
   if (threads > 1 && entries > 0)
     storage = std::async(std::launch::async, [capacity = static_cast<size_t>(stored_max)] {
@@ -100,22 +143,24 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
       s.val.reserve(capacity);
       return s;
     });
-  const ChunkReplay replay{r, text, pieces, ps.reader.line_no() + 1, scratch[0]};
+  ChunkReplay replay{chunk_rules, text, pieces, opt.part.whole() ? ps.reader.line_no() + 1 : 0, scratch[0], part_begin};
+  replay.excess_checked = replay.missing_checked = opt.part.whole();
   profile.threads = threads;
   profile.chunks = static_cast<int64_t>(pieces.size());
-  const bool two_passes = opt.passes == ReadPasses::two ||
-                          (opt.passes == ReadPasses::automatic && threads >= TwoPassTuning::min_threads);
+  const bool two_passes = opt.part.whole() && (opt.passes == ReadPasses::two ||
+                                               (opt.passes == ReadPasses::automatic && threads >= TwoPassTuning::min_threads));
   if (threads > 1 && entries > 0 && two_passes) {
     if (std::optional<CsrMatrix> a = read_two_pass(r, text, pieces, estimate, threads, scratch, storage, replay,
                                                     info.duplicates_summed, info.explicit_zeros, profile, t_parse)) {
       out.matrix = std::move(*a);
       text.release();
       info.read = profile;
+      info.part_entries = entries;
       return out;
     }
   }
-  out.matrix = read_one_pass(r, text, pieces, estimate, threads, scratch, storage, replay, info.duplicates_summed,
-                             info.explicit_zeros, profile, t_parse);
+  out.matrix = read_one_pass(chunk_rules, text, pieces, estimate, threads, scratch, storage, replay,
+                             info.duplicates_summed, info.explicit_zeros, info.part_entries, profile, t_parse);
   info.read = profile;
   return out;
 }
@@ -162,6 +207,17 @@ MatrixFile read_matrix_market(const std::string& path, const ReadOptions& option
   profile.text_bytes = file.size();
   profile.load_ms = ms_since(t0);
   return parse_sparse(file, path, options, profile);
+}
+
+void check_part_entries(const std::string& path, const ReadOptions& options, int64_t entries_before, int64_t total) {
+  ReadProfile profile;
+  TextSource file(path, uint64_t{1} << 35, resolve_threads(options.threads), profile);
+  HostVector<char> header_scratch;
+  Parser ps(header_prefix(file, header_scratch), path);
+  int64_t rows = 0, cols = 0, declared = 0;
+  ps.read_header(rows, cols, declared);
+  if (total == declared || (total > declared && entries_before > declared)) return;  // not this part's to name
+  parse_sparse(file, path, options, profile, &entries_before);
 }
 
 DenseFile parse_dense_matrix_market(std::string_view text, const std::string& source) {

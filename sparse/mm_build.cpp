@@ -172,7 +172,8 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
 CsrMatrix read_one_pass(const EntryRules& r, TextSource& text, const std::vector<std::pair<size_t, size_t>>& pieces,
                         const std::vector<size_t>& estimate, int threads, std::vector<HostVector<char>>& scratch,
                         std::future<CsrStorage>& storage, const ChunkReplay& replay, int64_t& duplicates,
-                        int64_t& explicit_zeros, ReadProfile& profile, std::chrono::steady_clock::time_point t_parse) {
+                        int64_t& explicit_zeros, int64_t& entries, ReadProfile& profile,
+                        std::chrono::steady_clock::time_point t_parse) {
   profile.method = "one pass";
   std::vector<Entries> chunks(pieces.size());
   // One arena for every chunk's entries (three allocations, populated on every thread, rather than three per
@@ -201,6 +202,8 @@ CsrMatrix read_one_pass(const EntryRules& r, TextSource& text, const std::vector
     }
   });
   replay.throw_first_error(outcome);
+  entries = 0;
+  for (const ChunkOutcome& o : outcome) entries += o.count;
   scratch.clear();
   text.release();
   profile.parse_ms = ms_since(t_parse);

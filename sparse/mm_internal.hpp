@@ -293,8 +293,9 @@ struct RowWindow {
 bool count_rows(const EntryRules& r, std::string_view text, size_t max_width, const std::atomic<bool>& gave_up,
                 RowWindow& w);
 
-// Cuts [begin, end of text) into pieces of about `chunk` bytes that end just after a '\n' (the last at the end).
-std::vector<std::pair<size_t, size_t>> cut_at_line_ends(const TextSource& text, size_t begin, size_t chunk);
+// Cuts [begin, end) (end 0: the end of the text) into pieces of about `chunk` bytes that end just after a '\n' (the
+// last at `end`, itself a line end).
+std::vector<std::pair<size_t, size_t>> cut_at_line_ends(const TextSource& text, size_t begin, size_t chunk, size_t end = 0);
 // The first bytes of the text, through the size line (whole lines): what the header parser reads.
 std::string_view header_prefix(const TextSource& text, HostVector<char>& scratch);
 
@@ -308,12 +309,18 @@ struct ChunkOutcome {
 // Errors and counts in file order: the first chunk that failed, or that holds the entry past the declared
 // count, is replayed serially from its true first line, which throws what the serial reader throws; then a
 // file with fewer entries than declared is named.
+// A part of a file (FilePart) replays its own chunks: its first line is counted from the file's start when an
+// error needs it, and the entry count is checked only when the entries before the part are known.
 struct ChunkReplay {
   const EntryRules& r;
   const TextSource& text;
   const std::vector<std::pair<size_t, size_t>>& pieces;
-  long first_line;  // the line after the size line
+  long first_line;  // the line of the first data byte replayed; 0: counted when an error needs it (a part)
   HostVector<char>& scratch;
+  size_t first_byte = 0;        // where the replayed text begins (a part's first byte: its first line's)
+  bool excess_checked = true;   // an entry past the declared count is an error (a whole file, or a part's check)
+  bool missing_checked = true;  // so is a text that ends before it (a whole file, or the last part's check)
+  int64_t entries_before = 0;   // entries in the text before pieces[0]
 
   void throw_first_error(const std::vector<ChunkOutcome>& outcome) const;
 };
@@ -334,7 +341,8 @@ struct CsrStorage {
 CsrMatrix read_one_pass(const EntryRules& r, TextSource& text, const std::vector<std::pair<size_t, size_t>>& pieces,
                         const std::vector<size_t>& estimate, int threads, std::vector<HostVector<char>>& scratch,
                         std::future<CsrStorage>& storage, const ChunkReplay& replay, int64_t& duplicates,
-                        int64_t& explicit_zeros, ReadProfile& profile, std::chrono::steady_clock::time_point t_parse);
+                        int64_t& explicit_zeros, int64_t& entries, ReadProfile& profile,
+                        std::chrono::steady_clock::time_point t_parse);
 // The two-pass read (mm_build.cpp says how); nothing when the file goes down the one-pass path instead.
 std::optional<CsrMatrix> read_two_pass(const EntryRules& r, const TextSource& text,
                                        const std::vector<std::pair<size_t, size_t>>& pieces,

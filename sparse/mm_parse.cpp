@@ -425,12 +425,13 @@ bool count_rows(const EntryRules& r, std::string_view text, size_t max_width, co
   return true;
 }
 
-std::vector<std::pair<size_t, size_t>> cut_at_line_ends(const TextSource& text, size_t begin, size_t chunk) {
+std::vector<std::pair<size_t, size_t>> cut_at_line_ends(const TextSource& text, size_t begin, size_t chunk, size_t end) {
   std::vector<std::pair<size_t, size_t>> pieces;
   HostVector<char> scratch;
-  for (size_t at = begin; at < text.size();) {
+  if (end == 0 || end > text.size()) end = text.size();
+  for (size_t at = begin; at < end;) {
     const size_t nominal = at + std::max<size_t>(chunk, 1);
-    const size_t stop = nominal >= text.size() ? text.size() : text.line_end_from(nominal - 1, scratch);
+    const size_t stop = nominal >= end ? end : std::min(end, text.line_end_from(nominal - 1, scratch));
     pieces.emplace_back(at, stop);
     at = stop;
   }
@@ -462,21 +463,33 @@ std::string_view header_prefix(const TextSource& text, HostVector<char>& scratch
 }
 
 void ChunkReplay::throw_first_error(const std::vector<ChunkOutcome>& outcome) const {
-  long line = first_line;
-  int64_t read = 0;
+  // a part's first line: the lines before its first byte (only on the way to an error, or a part's count check)
+  auto line_of_first_piece = [&] {
+    if (first_line > 0) return first_line;
+    long newlines = 0;
+    for (size_t at = 0; at < first_byte; at += size_t{1} << 24) {
+      const std::string_view s = text.range(at, std::min(first_byte, at + (size_t{1} << 24)), scratch);
+      newlines += static_cast<long>(std::count(s.begin(), s.end(), '\n'));
+    }
+    return newlines + 1;
+  };
+  long lines_before = 0;  // lines of the chunks before c
+  int64_t read = entries_before;
+  const int64_t allowed = excess_checked ? r.declared : std::numeric_limits<int64_t>::max() / 2;
   for (size_t c = 0; c < pieces.size(); ++c) {
-    if (outcome[c].failed || read + outcome[c].count > r.declared) {
+    if (outcome[c].failed || read + outcome[c].count > allowed) {
       CheckOnly check;
       long lines = 0;
-      parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch), line, r.declared - read, check, lines);
+      parse_lines(r, text.range(pieces[c].first, pieces[c].second, scratch), line_of_first_piece() + lines_before,
+                  allowed - read, check, lines);
       throw Error(r.source + ": internal error: chunk " + std::to_string(c) + " failed in parallel but not serially");
     }
     read += outcome[c].count;
-    line += outcome[c].lines;
+    lines_before += outcome[c].lines;
   }
-  if (read < r.declared)
-    throw InputError(r.source, line - 1, "file ends after " + std::to_string(read) + " of " +
-                                             std::to_string(r.declared) + " declared entries");
+  if (missing_checked && read < r.declared)
+    throw InputError(r.source, line_of_first_piece() + lines_before - 1, "file ends after " + std::to_string(read) + " of " +
+                                                                          std::to_string(r.declared) + " declared entries");
 }
 
 }  // namespace spcg::mm

@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -1059,3 +1061,120 @@ TEST_F(GpuRanks, AutoChoosesAmongTheDistributedPreconditioners) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- a file parsed once across the ranks (file_share) ----
+
+// Every rank reads its part and calls file_share, on in-process ranks; each rank's share, or its failure.
+struct FileShares {
+  std::vector<FileShare> shares;
+  std::vector<std::exception_ptr> failures;
+};
+FileShares file_shares(const std::string& path, int size) {
+  InProcessGroup group(size, 30);
+  FileShares out;
+  out.shares.resize(static_cast<size_t>(size));
+  out.failures = on_ranks(group, size, [&](int r) {
+    ReadOptions o;
+    o.threads = 2, o.chunk_bytes = 4096, o.part = {r, size};
+    MatrixFile part = read_matrix_market(path, o);
+    out.shares[static_cast<size_t>(r)] = file_share(std::move(part), path, o, group.communicator(r));
+  });
+  return out;
+}
+
+// A general file whose pattern is not symmetric (row i holds i+3 and i-7, column i-7 holds nothing at i): the sends
+// must come from the peers' receives, not from structural symmetry.
+CsrMatrix unsymmetric_pattern(int32_t n) {
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t i = 0; i < n; ++i) {
+    ti.push_back(i), tj.push_back(i), tv.push_back(4.0 + i % 3);
+    if (i + 3 < n) ti.push_back(i), tj.push_back(i + 3), tv.push_back(-0.5 - i % 5);
+    if (i >= 7) ti.push_back(i), tj.push_back(i - 7), tv.push_back(0.25);
+  }
+  return csr_from_triplets(n, n, ti, tj, tv);
+}
+
+}  // namespace
+
+// Each rank's share from the file parsed once across 1, 2, 3 and 5 ranks equals what rank_share cuts from the
+// whole file (partition_by_work's rows, local and halo blocks, the plan): the inputs, a symmetric file stored as
+// its lower triangle, and a general one whose pattern is not symmetric.
+TEST_F(GpuRanks, FileParsedOnceAcrossRanksGivesEachRankItsShare) {
+  const spcg::test::TempDir tmp;
+  std::vector<std::string> files;
+  for (const char* f : {"fv1.mtx", "bcsstk18.mtx"}) files.push_back(spcg::test::source_dir() + "/inputs/" + f);
+  WriteOptions lower;
+  lower.storage = MatrixStorage::symmetric_lower;
+  files.push_back(tmp.file("jump3d_lower.mtx"));
+  write_matrix_market(files.back(), generate("jump3d:9"), {}, lower);
+  files.push_back(tmp.file("unsymmetric.mtx"));
+  write_matrix_market(files.back(), unsymmetric_pattern(3001));
+  for (const std::string& path : files) {
+    if (!std::filesystem::exists(path)) continue;
+    const MatrixFile whole = read_matrix_market(path);
+    for (const int size : {1, 2, 3, 5}) {
+      const FileShares got = file_shares(path, size);
+      spcg::test::rethrow_first(got.failures);
+      const RowPartition p = partition_by_work(whole.matrix, size);
+      for (int r = 0; r < size; ++r) {
+        const std::string what = path + " rank " + std::to_string(r) + " of " + std::to_string(size);
+        const FileShare& fs = got.shares[static_cast<size_t>(r)];
+        const RankBlocks want = rank_blocks(whole.matrix, p, r);
+        EXPECT_EQ(fs.global_rows, whole.matrix.rows) << what;
+        EXPECT_EQ(fs.share.row_begin, want.row_begin) << what;
+        EXPECT_EQ(fs.share.row_end, want.row_end) << what;
+        expect_same_csr(fs.share.local, want.local, what + " local");
+        expect_same_csr(fs.share.halo, want.halo, what + " halo");
+        EXPECT_EQ(fs.share.plan.halo_columns, want.plan.halo_columns) << what;
+        expect_same_transfers(fs.share.plan.receive, want.plan.receive, what + " receive");
+        expect_same_transfers(fs.share.plan.send, want.plan.send, what + " send");
+        EXPECT_EQ(fs.info.duplicates_summed, whole.info.duplicates_summed) << what;
+        EXPECT_EQ(fs.info.explicit_zeros, whole.info.explicit_zeros) << what;
+      }
+    }
+  }
+}
+
+// A bad line in one rank's part: that rank names it as the whole read does (file and line); a wrong entry count:
+// exactly one rank names it as the whole read does, the others end with CommunicationError.
+TEST_F(GpuRanks, FileErrorsAcrossRanksNameTheWholeReadsLine) {
+  const spcg::test::TempDir tmp;
+  std::string text = "%%MatrixMarket matrix coordinate real general\n% a comment\n40 40 40\n";
+  for (int i = 1; i <= 40; ++i) text += std::to_string(i) + " " + std::to_string(i) + " 2.5\n";
+  const std::string bad_value = tmp.file("bad_value.mtx"), extra = tmp.file("extra.mtx"), short_file = tmp.file("short.mtx");
+  std::string t = text;
+  t.replace(t.find("38 38 2.5"), 9, "38 38 2.x");
+  std::ofstream(bad_value) << t;
+  std::ofstream(extra) << text + "1 2 1.0\n";
+  std::ofstream(short_file) << text.substr(0, text.find("40 40 2.5"));
+  for (const std::string& path : {bad_value, extra, short_file}) {
+    long want_line = 0;
+    std::string want_message;
+    try {
+      read_matrix_market(path);
+      FAIL() << path << " accepted";
+    } catch (const InputError& e) {
+      want_line = e.line(), want_message = e.what();
+    }
+    for (const int size : {2, 3, 5}) {
+      const FileShares got = file_shares(path, size);
+      int named = 0, others = 0;
+      for (const auto& f : got.failures) {
+        try {
+          if (f) std::rethrow_exception(f);
+        } catch (const InputError& e) {
+          ++named;
+          EXPECT_EQ(e.line(), want_line) << path << " on " << size << " ranks: " << e.what();
+          EXPECT_EQ(std::string(e.what()), want_message) << path << " on " << size << " ranks";
+        } catch (const CommunicationError&) {
+          ++others;
+        }
+      }
+      EXPECT_EQ(named, 1) << path << " on " << size << " ranks";
+      EXPECT_EQ(named + others, size) << path << " on " << size << " ranks: every rank ends";
+    }
+  }
+}

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "spcg/error.hpp"
 #include "spcg/generators.hpp"
@@ -750,4 +751,118 @@ TEST(GzipInput, FirstMemberLargerThanTheLastTrailerSays) {
   EXPECT_EQ(f.info.duplicates_summed, 60000);
   EXPECT_EQ(f.matrix.values[0], 60001.0);
   EXPECT_EQ(f.info.read.text_bytes, head.size());
+}
+
+// ---- Parts of a file (FilePart): how several ranks parse a file once between them ----
+
+namespace {
+
+// Every part's entries, summed position by position in part order, and the parts' entry counts.
+struct PartsRead {
+  std::map<std::pair<int32_t, int32_t>, double> entries;
+  int64_t entries_read = 0;
+  int32_t rows = 0, cols = 0;
+};
+PartsRead read_in_parts(const std::string& path, int parts, int threads, size_t chunk) {
+  PartsRead out;
+  for (int p = 0; p < parts; ++p) {
+    ReadOptions o;
+    o.threads = threads, o.chunk_bytes = chunk, o.part = {p, parts};
+    const MatrixFile f = read_matrix_market(path, o);
+    f.matrix.validate(path + " part " + std::to_string(p));
+    out.rows = f.matrix.rows, out.cols = f.matrix.cols;
+    out.entries_read += f.info.part_entries;
+    for (int32_t i = 0; i < f.matrix.rows; ++i)
+      for (int32_t q = f.matrix.row_ptr[i]; q < f.matrix.row_ptr[i + 1]; ++q) out.entries[{i, f.matrix.col_idx[q]}] += f.matrix.values[q];
+  }
+  return out;
+}
+
+// The parts' sum against the whole read: the same positions, the values to the rounding of duplicates summed in
+// another grouping (a duplicate pair split between two parts), the declared count.
+void expect_parts_make_the_whole(const std::string& path, const std::string& what) {
+  ReadOptions one;
+  one.threads = 1;
+  const MatrixFile whole = read_matrix_market(path, one);
+  EXPECT_EQ(whole.info.part_entries, whole.info.declared_entries) << what;
+  for (int parts : {1, 2, 3, 5, 8})
+    for (size_t chunk : {size_t{7}, size_t{0}}) {
+      const std::string how = what + " in " + std::to_string(parts) + " parts, chunks of " + std::to_string(chunk);
+      const PartsRead got = read_in_parts(path, parts, 3, chunk);
+      EXPECT_EQ(got.entries_read, whole.info.declared_entries) << how;
+      ASSERT_EQ(got.rows, whole.matrix.rows) << how;
+      ASSERT_EQ(got.cols, whole.matrix.cols) << how;
+      ASSERT_EQ(static_cast<int64_t>(got.entries.size()), whole.matrix.nnz()) << how;
+      for (int32_t i = 0; i < whole.matrix.rows; ++i)
+        for (int32_t q = whole.matrix.row_ptr[i]; q < whole.matrix.row_ptr[i + 1]; ++q) {
+          const auto it = got.entries.find({i, whole.matrix.col_idx[q]});
+          ASSERT_NE(it, got.entries.end()) << how << " (" << i << ", " << whole.matrix.col_idx[q] << ")";
+          const double want = whole.matrix.values[q], have = it->second;
+          if (std::isfinite(want) && std::isfinite(have))
+            EXPECT_LE(std::abs(have - want), 1e-12 * std::max(std::abs(want), 1e-300)) << how << " (" << i << ", " << whole.matrix.col_idx[q] << ")";
+          else
+            EXPECT_EQ(std::isnan(want), std::isnan(have)) << how;
+        }
+    }
+}
+
+}  // namespace
+
+TEST(FileParts, PartsMakeTheWholeMatrix) {
+  const spcg::test::TempDir tmp;
+  int cases = 0;
+  for (const char* field : {"real", "integer", "pattern"})
+    for (const char* symmetry : {"general", "symmetric"})
+      for (bool crlf : {false, true}) {
+        const std::string path = tmp.file("random" + std::to_string(++cases) + ".mtx");
+        write_bytes(path, random_entries_text(field, symmetry, 60, 400, 100 + cases, crlf, cases % 2 == 0));
+        expect_parts_make_the_whole(path, std::string(field) + " " + symmetry + (crlf ? " crlf" : ""));
+      }
+  for (const auto& e : std::filesystem::directory_iterator(spcg::test::source_dir() + "/inputs"))
+    if (e.path().extension() == ".mtx") expect_parts_make_the_whole(e.path().string(), e.path().string());
+  // more parts than lines: the later parts read nothing
+  const std::string tiny = tmp.file("tiny.mtx");
+  write_bytes(tiny, "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 3\n");
+  expect_parts_make_the_whole(tiny, "one entry");
+}
+
+// A malformed file read in parts: an error in a line is named, with the whole read's message and line, by the
+// first part that throws (a header error by every part); a wrong entry count is named by exactly one part's
+// check_part_entries, as the whole read names it.
+TEST_P(MatrixMarketMalformed, SameErrorWhenReadInParts) {
+  const spcg::test::TempDir tmp;
+  const std::string path = tmp.file("test.mtx");
+  write_bytes(path, GetParam().text);
+  for (int parts : {2, 3, 5}) {
+    const std::string how = " (" + std::to_string(parts) + " parts)";
+    std::vector<int64_t> counts;
+    bool thrown = false;
+    for (int p = 0; p < parts && !thrown; ++p) {
+      ReadOptions o;
+      o.threads = 2, o.chunk_bytes = 5, o.part = {p, parts};
+      try {
+        counts.push_back(read_matrix_market(path, o).info.part_entries);
+      } catch (const InputError& e) {
+        thrown = true;
+        EXPECT_NE(std::string(e.what()).find(GetParam().fragment), std::string::npos) << e.what() << how;
+        EXPECT_EQ(e.line(), GetParam().line) << e.what() << how;
+      }
+    }
+    if (thrown) continue;
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    int named = 0;
+    for (int p = 0, before = 0; p < parts; before += static_cast<int>(counts[static_cast<size_t>(p)]), ++p) {
+      ReadOptions o;
+      o.part = {p, parts};
+      try {
+        check_part_entries(path, o, before, total);
+      } catch (const InputError& e) {
+        ++named;
+        EXPECT_NE(std::string(e.what()).find(GetParam().fragment), std::string::npos) << e.what() << how;
+        EXPECT_EQ(e.line(), GetParam().line) << e.what() << how;
+      }
+    }
+    EXPECT_EQ(named, 1) << how;
+  }
 }

@@ -58,6 +58,22 @@ void connect_sums(Communicator& comm);
 // gathers per-rank figures or a vector's rows on host memory (through the device, one sum).
 void sum_over_ranks(Communicator& comm, std::vector<double>& values);
 
+// A Matrix Market file parsed once across the ranks, not once per rank: each rank reads one byte share of its
+// data lines, cut at line ends (read_matrix_market with ReadOptions::part = {rank, ranks}: no communication, so it
+// overlaps NCCL's start), then every rank calls file_share together, which checks the entry count over the parts
+// (exactly one rank names a wrong one, as the whole read names it; the others end with CommunicationError),
+// partitions as partition_by_work does the whole matrix, sends each rank its rows and merges each row's entries
+// in file order (duplicates summed), and builds the halo plan (a rank sends what its peers receive, for any
+// pattern). The share is the one rank_share cuts from the whole file, but for duplicates split between parts,
+// which are summed in another grouping.
+struct FileShare {
+  RankBlocks share;
+  GlobalIndex global_rows = 0;
+  MatrixMarketInfo info;     // the header's, with the whole file's duplicates and explicit zeros
+  double exchange_ms = 0;    // the counts, the partition and the rows' exchange, from the parts read
+};
+FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions& options, Communicator& comm);
+
 // Today's name of a rank's Solver (spcg.hpp): Solver(share, global_rows, comm, options).
 using RankSolver = Solver;
 

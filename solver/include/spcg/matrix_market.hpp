@@ -20,11 +20,22 @@ namespace spcg {
 // a file whose chunks spread over too many rows falls back to one).
 enum class ReadPasses { automatic, one, two };
 
+// One of `count` equal shares of a file's data lines by bytes, each cut at a line end (a line belongs to the part
+// its first byte falls in): how several ranks parse a file once between them (spcg/distributed.hpp, file_share).
+struct FilePart {
+  int index = 0, count = 1;
+  bool whole() const { return count == 1; }
+};
+
 struct ReadOptions {
   int threads = 0;                // 0: every hardware thread
   size_t chunk_bytes = 0;         // 0: automatic (a few chunks per thread); tests use tiny chunks
   uint64_t memory_available = 0;  // 0: what the OS says (MemAvailable); tests set it
   ReadPasses passes = ReadPasses::automatic;
+  // A part: the matrix holds every row and column but only the part's entries (and their mirrors), duplicates
+  // within the part summed; errors name the file's true line; the entry count is the whole file's to check
+  // (MatrixMarketInfo::part_entries, check_part_entries).
+  FilePart part;
 };
 
 // How a read went, for reports and `spcg bench read`.
@@ -54,6 +65,7 @@ struct MatrixMarketInfo {
   int64_t declared_entries = 0;   // entries on the size line
   int64_t duplicates_summed = 0;  // entries merged into an earlier one with the same (i, j)
   int64_t explicit_zeros = 0;     // stored entries whose value is exactly zero (kept)
+  int64_t part_entries = 0;       // entries the data lines read held (a whole file: declared_entries)
   ReadProfile read;
 };
 
@@ -70,6 +82,11 @@ struct DenseFile {
 // Reads a sparse matrix. Throws InputError(file, line, problem) for every malformed input, and for a header
 // whose sizes need more host memory than is available (the message gives both).
 MatrixFile read_matrix_market(const std::string& path, const ReadOptions& options = {});
+// After every part of a file was read (options.part: one of them): with `entries_before` entries in the earlier
+// parts and `total` in all, throws the InputError the whole file's read throws when total differs from the
+// declared count and this part holds the entry past it (or is the last part, when entries are missing);
+// returns otherwise (exactly one part of a file whose count is wrong throws).
+void check_part_entries(const std::string& path, const ReadOptions& options, int64_t entries_before, int64_t total);
 // Same, from text already in memory (tests and the fuzzer). `source` names it in messages.
 MatrixFile parse_matrix_market(std::string_view text, const std::string& source, const ReadOptions& options = {});
 
