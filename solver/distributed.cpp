@@ -49,7 +49,12 @@ void agree_over_ranks(Communicator* ranks, const std::function<void()>& check) {
     failure = std::current_exception();
   }
   std::vector<double> failed{failure ? 1.0 : 0.0};
-  sum_over_ranks(*ranks, failed);
+  try {
+    sum_over_ranks(*ranks, failed);
+  } catch (...) {  // a peer that already ended (told by this sum) may end it early: a failed rank keeps its reason
+    if (failure) std::rethrow_exception(failure);
+    throw;
+  }
   if (failure) std::rethrow_exception(failure);
   if (failed[0] > 0)
     throw CommunicationError("rank " + std::to_string(ranks->rank()) + ": " + std::to_string(static_cast<int>(failed[0])) +

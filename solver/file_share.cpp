@@ -75,12 +75,18 @@ RowPartition partition_from_parts(Communicator& comm, const CsrMatrix& part) {
   const int64_t n = part.rows;
   const int64_t per_bucket = std::max<int64_t>(1, (n + kPartitionBuckets - 1) / kPartitionBuckets);
   const int64_t buckets = (n + per_bucket - 1) / per_bucket;
-  auto work_of = [&](int64_t i) { return int64_t{part.row_ptr[i + 1] - part.row_ptr[i]} + 1; };
+  // a row's work is its entries in every part, plus one for the row itself (added once, after the sums)
+  auto work_of = [&](int64_t i) { return int64_t{part.row_ptr[i + 1] - part.row_ptr[i]}; };
   std::vector<double> bucket_work(static_cast<size_t>(buckets), 0.0);
-  for (int64_t i = 0; i < n; ++i) bucket_work[static_cast<size_t>(i / per_bucket)] += static_cast<double>(work_of(i));
+  parallel_for(buckets, hardware_threads(), [&](int64_t bucket) {
+    int64_t w = 0;
+    for (int64_t i = bucket * per_bucket; i < std::min(n, (bucket + 1) * per_bucket); ++i) w += work_of(i);
+    bucket_work[static_cast<size_t>(bucket)] = static_cast<double>(w);
+  });
   sum_over_ranks(comm, bucket_work);
   std::vector<int64_t> before(static_cast<size_t>(buckets) + 1, 0);  // work before each bucket
-  for (int64_t b = 0; b < buckets; ++b) before[b + 1] = before[b] + static_cast<int64_t>(bucket_work[static_cast<size_t>(b)]);
+  for (int64_t b = 0; b < buckets; ++b)
+    before[b + 1] = before[b] + static_cast<int64_t>(bucket_work[static_cast<size_t>(b)]) + (std::min(n, (b + 1) * per_bucket) - b * per_bucket);
   const int64_t total = before.back();
   // the bucket each boundary falls in (the first whose end reaches the target), then those buckets' rows summed
   std::vector<int64_t> target(static_cast<size_t>(ranks), 0), in_bucket(static_cast<size_t>(ranks), -1), wanted;
@@ -94,6 +100,7 @@ RowPartition partition_from_parts(Communicator& comm, const CsrMatrix& part) {
   for (int64_t b : wanted)
     for (int64_t i = b * per_bucket; i < std::min(n, (b + 1) * per_bucket); ++i) rows_work.push_back(static_cast<double>(work_of(i)));
   sum_over_ranks(comm, rows_work);
+  for (double& w : rows_work) w += 1;
   RowPartition p;
   p.first_row.assign(static_cast<size_t>(ranks) + 1, n);
   p.first_row[0] = 0;
@@ -178,37 +185,38 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
   out = Messages(ranks);
 
   // 4. this rank's rows: a row's entries from the parts in rank order (file order), sorted by column (stable),
-  // duplicates summed in that order
+  // duplicates summed in that order; a row that one part holds whole (most rows) is copied as it is
   struct Source {
-    const int32_t* lengths = nullptr;  // null: this rank's own part (a's rows)
     const int32_t* cols = nullptr;
     const double* values = nullptr;
-    std::vector<int64_t> start;  // each row's first entry
+    std::vector<int64_t> start;  // each of this rank's rows' first entry
   };
   std::vector<Source> sources;
   for (int r = 0; r < ranks; ++r) {
     Source s;
+    s.start.resize(static_cast<size_t>(rows) + 1, 0);
     if (r == me) {
       s.cols = a.col_idx.data(), s.values = a.values.data();
-      s.start.resize(static_cast<size_t>(rows) + 1);
-      for (int32_t i = 0; i <= rows; ++i) s.start[i] = a.row_ptr[b + i];
+      parallel_for(rows + 1, hardware_threads(), [&](int64_t i) { s.start[i] = a.row_ptr[b + i]; });
     } else {
       const int64_t nnz = entries_of[static_cast<size_t>(r) * ranks + me];
       if (nnz == 0) continue;
       const double* m = in.at(r);
-      s.lengths = reinterpret_cast<const int32_t*>(m);
+      const auto* lengths = reinterpret_cast<const int32_t*>(m);
       s.cols = reinterpret_cast<const int32_t*>(m + doubles_for_int32s(static_cast<size_t>(rows)));
       s.values = m + doubles_for_int32s(static_cast<size_t>(rows)) + doubles_for_int32s(static_cast<size_t>(nnz));
-      s.start.resize(static_cast<size_t>(rows) + 1, 0);
-      for (int32_t i = 0; i < rows; ++i) s.start[i + 1] = s.start[i] + s.lengths[i];
+      for (int32_t i = 0; i < rows; ++i) s.start[i + 1] = s.start[i] + lengths[i];
     }
     sources.push_back(std::move(s));
   }
-  GlobalRows mine;
-  mine.first_row = b, mine.global_cols = a.rows, mine.rows = rows;
+  CsrMatrix mine;  // global columns: a file's fit int32
+  mine.rows = rows, mine.cols = a.cols;
   mine.row_ptr.assign(static_cast<size_t>(rows) + 1, 0);
   for (const Source& s : sources)
-    for (int32_t i = 0; i < rows; ++i) mine.row_ptr[i + 1] += static_cast<int32_t>(s.start[i + 1] - s.start[i]);
+    parallel_for(std::min<int64_t>(rows, 64), hardware_threads(), [&](int64_t t) {
+      for (int64_t i = even_split(rows, 64, t); i < even_split(rows, 64, t + 1); ++i)
+        mine.row_ptr[i + 1] += static_cast<int32_t>(s.start[i + 1] - s.start[i]);
+    });
   for (int32_t i = 0; i < rows; ++i) mine.row_ptr[i + 1] += mine.row_ptr[i];  // before merging: an upper bound
   mine.col_idx.resize(static_cast<size_t>(mine.row_ptr[rows]));
   mine.values.resize(mine.col_idx.size());
@@ -218,28 +226,37 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
   parallel_for(parts, hardware_threads(), [&](int64_t t) {
     std::vector<std::pair<int32_t, double>> row;
     for (int32_t i = static_cast<int32_t>(even_split(rows, parts, t)); i < even_split(rows, parts, t + 1); ++i) {
-      row.clear();
+      const Source* only = nullptr;
       int contributing = 0;
-      for (const Source& s : sources) {
-        contributing += s.start[i + 1] > s.start[i];
-        for (int64_t q = s.start[i]; q < s.start[i + 1]; ++q) row.emplace_back(s.cols[q], s.values[q]);
-      }
-      if (contributing > 1)
-        std::stable_sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (const Source& s : sources)
+        if (s.start[i + 1] > s.start[i]) ++contributing, only = &s;
       int32_t w = mine.row_ptr[i];
-      for (size_t q = 0; q < row.size(); ++q) {
-        if (q > 0 && row[q].first == row[q - 1].first) {
-          mine.values[w - 1] += row[q].second;
-          ++merged_of_part[t];
-          continue;
+      if (contributing == 1) {  // sorted and merged by its part already
+        const int64_t from = only->start[i], count = only->start[i + 1] - from;
+        std::memcpy(mine.col_idx.data() + w, only->cols + from, static_cast<size_t>(count) * sizeof(int32_t));
+        std::memcpy(mine.values.data() + w, only->values + from, static_cast<size_t>(count) * sizeof(double));
+        w += static_cast<int32_t>(count);
+      } else if (contributing > 1) {
+        row.clear();
+        for (const Source& s : sources)
+          for (int64_t q = s.start[i]; q < s.start[i + 1]; ++q) row.emplace_back(s.cols[q], s.values[q]);
+        std::stable_sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        for (size_t q = 0; q < row.size(); ++q) {
+          if (q > 0 && row[q].first == row[q - 1].first) {
+            mine.values[w - 1] += row[q].second;
+            ++merged_of_part[t];
+            continue;
+          }
+          mine.col_idx[w] = row[q].first, mine.values[w++] = row[q].second;
         }
-        mine.col_idx[w] = row[q].first, mine.values[w++] = row[q].second;
       }
       merged_length[i] = w - mine.row_ptr[i];
       for (int32_t q = mine.row_ptr[i]; q < w; ++q) zeros_of_part[t] += mine.values[q] == 0.0;
     }
   });
   in = Messages(ranks);
+  sources.clear();
+  a = CsrMatrix();  // the part's arrays go before the blocks are made
   int64_t merged = 0, zeros = 0;
   for (int64_t t = 0; t < parts; ++t) merged += merged_of_part[t], zeros += zeros_of_part[t];
   if (merged > 0) {  // close the gaps the merged duplicates left
@@ -253,7 +270,6 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
     mine.row_ptr[rows] = w;
     mine.col_idx.resize(static_cast<size_t>(w)), mine.values.resize(static_cast<size_t>(w));
   }
-  a = CsrMatrix();  // the part's arrays go before the blocks are made
 
   // 5. the blocks; the sends are the peers' receives (any pattern, not only a structurally symmetric one)
   FileShare out_share;

@@ -147,15 +147,15 @@ MatrixFile parse_sparse(TextSource& text, const std::string& source, const ReadO
   replay.excess_checked = replay.missing_checked = opt.part.whole();
   profile.threads = threads;
   profile.chunks = static_cast<int64_t>(pieces.size());
-  const bool two_passes = opt.part.whole() && (opt.passes == ReadPasses::two ||
-                                               (opt.passes == ReadPasses::automatic && threads >= TwoPassTuning::min_threads));
+  const bool two_passes = opt.passes == ReadPasses::two ||
+                          (opt.passes == ReadPasses::automatic && threads >= TwoPassTuning::min_threads);
   if (threads > 1 && entries > 0 && two_passes) {
-    if (std::optional<CsrMatrix> a = read_two_pass(r, text, pieces, estimate, threads, scratch, storage, replay,
-                                                    info.duplicates_summed, info.explicit_zeros, profile, t_parse)) {
+    if (std::optional<CsrMatrix> a = read_two_pass(chunk_rules, text, pieces, estimate, threads, scratch, storage, replay,
+                                                    info.duplicates_summed, info.explicit_zeros, info.part_entries,
+                                                    profile, t_parse)) {
       out.matrix = std::move(*a);
       text.release();
       info.read = profile;
-      info.part_entries = entries;
       return out;
     }
   }

@@ -349,6 +349,7 @@ std::optional<CsrMatrix> read_two_pass(const EntryRules& r, const TextSource& te
                                        const std::vector<size_t>& estimate, int threads,
                                        std::vector<HostVector<char>>& scratch, std::future<CsrStorage>& storage,
                                        const ChunkReplay& replay, int64_t& duplicates, int64_t& explicit_zeros,
-                                       ReadProfile& profile, std::chrono::steady_clock::time_point t_parse);
+                                       int64_t& entries, ReadProfile& profile,
+                                       std::chrono::steady_clock::time_point t_parse);
 
 }  // namespace spcg::mm

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "spcg/error.hpp"
 #include "spcg/generators.hpp"
@@ -44,11 +45,13 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
 
 namespace {
 
-// Rank r's local and halo blocks and its receives, from its rows (global columns). The rows are taken over: the
-// halo block is copied out (a few planes' worth); the local block's row pointers and values are what remains of
-// the rows', compacted in place (a rank's share of a large system is tens of GB; a copy doubled it), and only its
-// 32-bit columns are new.
-RankBlocks split_rows(GlobalRows a, const RowPartition& p, int r) {
+// Rank r's local and halo blocks and its receives, from its rows (global columns: GlobalRows' 64-bit ones, or a
+// CsrMatrix's 32-bit ones where the whole system's columns fit). The rows are taken over: the halo block is copied
+// out (a few planes' worth); the local block is what remains of the rows, compacted in place (a rank's share of a
+// large system is tens of GB; a copy doubled it), only its columns new when the global ones were 64-bit.
+template <class Rows>
+RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
+  using Column = typename std::remove_reference_t<decltype(a.col_idx)>::value_type;
   RankBlocks rb;
   rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
   const GlobalIndex b = rb.row_begin, e = rb.row_end;
@@ -102,13 +105,17 @@ RankBlocks split_rows(GlobalRows a, const RowPartition& p, int r) {
   // the local block: the rows without their halo entries, columns shifted to local indices
   CsrMatrix& local = rb.local;
   local.rows = local.cols = rows;
+  constexpr bool in_place = std::is_same_v<Column, int32_t>;
+  if constexpr (!in_place) local.col_idx.resize(a.col_idx.size() - static_cast<size_t>(rb.halo.nnz()));
+  int32_t* const local_cols = [&] {
+    if constexpr (in_place) return a.col_idx.data();  // written at or below where it is read
+    else return local.col_idx.data();
+  }();
   if (halo.empty()) {
-    local.col_idx.resize(a.col_idx.size());
     for_parts([&](int32_t first, int32_t last, int64_t) {
-      for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local.col_idx[q] = static_cast<int32_t>(a.col_idx[q] - b);
+      for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local_cols[q] = static_cast<int32_t>(a.col_idx[q] - b);
     });
   } else {  // entries move down only: one pass in row order
-    local.col_idx.resize(a.col_idx.size() - static_cast<size_t>(rb.halo.nnz()));
     int32_t w = 0, old_begin = a.row_ptr[0];
     for (int32_t i = 0; i < rows; ++i) {
       const int32_t old_end = a.row_ptr[i + 1];
@@ -116,14 +123,19 @@ RankBlocks split_rows(GlobalRows a, const RowPartition& p, int r) {
       for (int32_t q = old_begin; q < old_end; ++q) {
         const GlobalIndex c = a.col_idx[q];
         if (outside(c)) continue;
-        local.col_idx[w] = static_cast<int32_t>(c - b), a.values[w++] = a.values[q];
+        local_cols[w] = static_cast<int32_t>(c - b), a.values[w++] = a.values[q];
       }
       old_begin = old_end;
     }
     a.row_ptr[static_cast<size_t>(rows)] = w;
     a.values.resize(static_cast<size_t>(w));
   }
-  a.col_idx = HostVector<GlobalIndex>();  // the global columns go before the rest is kept
+  if constexpr (in_place) {
+    a.col_idx.resize(a.values.size());
+    local.col_idx = std::move(a.col_idx);
+  } else {
+    a.col_idx = HostVector<Column>();  // the global columns go before the rest is kept
+  }
   local.row_ptr = std::move(a.row_ptr);
   local.values = std::move(a.values);
   // receives: the runs of halo columns by owner
@@ -138,9 +150,9 @@ RankBlocks split_rows(GlobalRows a, const RowPartition& p, int r) {
 }
 
 // Rows [b, e) of a, with global columns.
-GlobalRows row_slice(const CsrMatrix& a, int32_t b, int32_t e) {
-  GlobalRows s;
-  s.first_row = b, s.global_cols = a.cols, s.rows = e - b;
+CsrMatrix row_slice(const CsrMatrix& a, int32_t b, int32_t e) {
+  CsrMatrix s;
+  s.rows = e - b, s.cols = a.cols;
   s.row_ptr.resize(static_cast<size_t>(e - b) + 1);
   for (int32_t i = b; i <= e; ++i) s.row_ptr[static_cast<size_t>(i - b)] = a.row_ptr[i] - a.row_ptr[b];
   s.col_idx.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
@@ -180,14 +192,11 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
   return rb;
 }
 
-RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank) {
-  check_partition(p, rows.global_cols, rank, "rank_blocks_from_rows");
-  if (rows.first_row != p.begin(rank) || rows.rows != p.end(rank) - p.begin(rank))
-    throw Error("rank_blocks_from_rows: rows " + std::to_string(rows.first_row) + ".." + std::to_string(rows.first_row + rows.rows) +
-                " given for rank " + std::to_string(rank) + ", which owns " + std::to_string(p.begin(rank)) + ".." +
-                std::to_string(p.end(rank)));
-  RankBlocks rb = split_rows(std::move(rows), p, rank);
-  // structural symmetry: peer q needs x_i exactly when row i has a column that q owns (read off the halo block)
+namespace {
+
+// The sends by structural symmetry: peer q needs x_i exactly when row i has a column that q owns (read off the
+// halo block).
+void sends_by_symmetry(RankBlocks& rb, const RowPartition& p) {
   std::vector<std::vector<int32_t>> to(static_cast<size_t>(p.ranks()));
   const CsrMatrix& h = rb.halo;
   for (int32_t i = 0; i < h.rows; ++i) {
@@ -199,6 +208,28 @@ RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int ran
   }
   for (int q = 0; q < p.ranks(); ++q)
     if (!to[static_cast<size_t>(q)].empty()) rb.plan.send.push_back({q, std::move(to[static_cast<size_t>(q)])});
+}
+
+}  // namespace
+
+RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank) {
+  check_partition(p, rows.global_cols, rank, "rank_blocks_from_rows");
+  if (rows.first_row != p.begin(rank) || rows.rows != p.end(rank) - p.begin(rank))
+    throw Error("rank_blocks_from_rows: rows " + std::to_string(rows.first_row) + ".." + std::to_string(rows.first_row + rows.rows) +
+                " given for rank " + std::to_string(rank) + ", which owns " + std::to_string(p.begin(rank)) + ".." +
+                std::to_string(p.end(rank)));
+  RankBlocks rb = split_rows(std::move(rows), p, rank);
+  sends_by_symmetry(rb, p);
+  return rb;
+}
+
+RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank) {
+  check_partition(p, rows.cols, rank, "rank_blocks_from_rows");
+  if (rows.rows != p.end(rank) - p.begin(rank))
+    throw Error("rank_blocks_from_rows: " + std::to_string(rows.rows) + " rows given for rank " + std::to_string(rank) +
+                ", which owns " + std::to_string(p.end(rank) - p.begin(rank)));
+  RankBlocks rb = split_rows(std::move(rows), p, rank);
+  sends_by_symmetry(rb, p);
   return rb;
 }
 

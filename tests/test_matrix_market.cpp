@@ -763,11 +763,11 @@ struct PartsRead {
   int64_t entries_read = 0;
   int32_t rows = 0, cols = 0;
 };
-PartsRead read_in_parts(const std::string& path, int parts, int threads, size_t chunk) {
+PartsRead read_in_parts(const std::string& path, int parts, int threads, size_t chunk, ReadPasses passes) {
   PartsRead out;
   for (int p = 0; p < parts; ++p) {
     ReadOptions o;
-    o.threads = threads, o.chunk_bytes = chunk, o.part = {p, parts};
+    o.threads = threads, o.chunk_bytes = chunk, o.part = {p, parts}, o.passes = passes;
     const MatrixFile f = read_matrix_market(path, o);
     f.matrix.validate(path + " part " + std::to_string(p));
     out.rows = f.matrix.rows, out.cols = f.matrix.cols;
@@ -786,9 +786,11 @@ void expect_parts_make_the_whole(const std::string& path, const std::string& wha
   const MatrixFile whole = read_matrix_market(path, one);
   EXPECT_EQ(whole.info.part_entries, whole.info.declared_entries) << what;
   for (int parts : {1, 2, 3, 5, 8})
-    for (size_t chunk : {size_t{7}, size_t{0}}) {
-      const std::string how = what + " in " + std::to_string(parts) + " parts, chunks of " + std::to_string(chunk);
-      const PartsRead got = read_in_parts(path, parts, 3, chunk);
+    for (size_t chunk : {size_t{7}, size_t{0}})
+      for (ReadPasses passes : {ReadPasses::one, ReadPasses::two}) {
+      const std::string how = what + " in " + std::to_string(parts) + " parts, chunks of " + std::to_string(chunk) +
+                              (passes == ReadPasses::two ? ", two passes" : ", one pass");
+      const PartsRead got = read_in_parts(path, parts, 3, chunk, passes);
       EXPECT_EQ(got.entries_read, whole.info.declared_entries) << how;
       ASSERT_EQ(got.rows, whole.matrix.rows) << how;
       ASSERT_EQ(got.cols, whole.matrix.cols) << how;

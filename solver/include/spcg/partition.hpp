@@ -81,6 +81,9 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank);
 // structurally symmetric A (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
 // The rows are taken over (their values become the local block's: no copy of a rank's share).
 RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank);
+// The same from rows whose global columns are 32-bit (rows.cols = the whole matrix's, which fits int32: a file's),
+// split in place: no array of the rows is copied but the halo's.
+RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank);
 
 // The library's partition, one rank's share of it (what a rank hands its Solver):
 // a whole matrix that every rank holds (each read the file): contiguous blocks of equal work (partition_by_work);
