@@ -522,6 +522,7 @@ int solve(const SolveCommand& c, const std::optional<RankContext>& ranks, CudaSt
       share = std::move(fs.share);
       whole.duplicates_summed = fs.info.duplicates_summed;
       rep.phases.push_back({"file rows to their ranks", fs.exchange_ms});
+      for (const Phase& step : fs.steps) rep.phases.push_back({"  of which " + step.name, step.ms});
     }
   } else {
     if (c.solver.backend == Backend::gpu && !have_gpu) throw CudaError("--backend gpu: " + why_no_gpu);

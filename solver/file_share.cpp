@@ -26,6 +26,14 @@ namespace {
 // buckets that hold a boundary, one more sum): 32 KB of sums whatever the rows.
 constexpr int64_t kPartitionBuckets = 4096;
 
+// fn(first, last) over [0, n) in a few ranges per thread (parallel_for's task counter would otherwise be taken once
+// per row: contended, it cost more than the rows' work).
+template <class Fn>
+void for_ranges(int64_t n, Fn&& fn) {
+  const int64_t parts = n >= (1 << 14) ? 8 * int64_t{hardware_threads()} : 1;
+  parallel_for(parts, hardware_threads(), [&](int64_t t) { fn(even_split(n, parts, t), even_split(n, parts, t + 1)); });
+}
+
 // int32 arrays travel two to a double (its bits; the transfers copy bytes).
 size_t doubles_for_int32s(size_t n) { return (n + 1) / 2; }
 size_t doubles_for_int64s(size_t n) { return n; }
@@ -128,6 +136,12 @@ RowPartition partition_from_parts(Communicator& comm, const CsrMatrix& part) {
 
 FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions& options, Communicator& comm) {
   const auto t0 = std::chrono::steady_clock::now();
+  FileShare out_share;
+  auto t_step = t0;
+  auto step_done = [&](const char* name) {  // the report's lines under "file rows to their ranks"
+    out_share.steps.push_back({name, ms_since(t_step)});
+    t_step = std::chrono::steady_clock::now();
+  };
   const int me = comm.rank(), ranks = comm.size();
   if (options.part.index != me || options.part.count != ranks)
     throw UsageError("file_share: rank " + std::to_string(me) + " of " + std::to_string(ranks) + " read part " +
@@ -151,10 +165,12 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
     throw Error(path + ": internal error: the parts hold " + std::to_string(total) + " entries of " +
                 std::to_string(part.info.declared_entries) + " declared, and none named it");
 
+  step_done("entry count");
   // 2. partition_by_work's partition of the whole matrix
   const RowPartition p = partition_from_parts(comm, a);
   const int32_t b = static_cast<int32_t>(p.begin(me)), e = static_cast<int32_t>(p.end(me)), rows = e - b;
 
+  step_done("partition");
   // 3. each rank its rows of every part: per peer, the lengths of its rows, then their columns, then the values
   std::vector<int64_t> entries_to(static_cast<size_t>(ranks), 0);
   for (int q = 0; q < ranks; ++q)
@@ -184,6 +200,7 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
   exchange_messages(comm, out, in);
   out = Messages(ranks);
 
+  step_done("rows exchanged");
   // 4. this rank's rows: a row's entries from the parts in rank order (file order), sorted by column (stable),
   // duplicates summed in that order; a row that one part holds whole (most rows) is copied as it is
   struct Source {
@@ -197,7 +214,9 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
     s.start.resize(static_cast<size_t>(rows) + 1, 0);
     if (r == me) {
       s.cols = a.col_idx.data(), s.values = a.values.data();
-      parallel_for(rows + 1, hardware_threads(), [&](int64_t i) { s.start[i] = a.row_ptr[b + i]; });
+      for_ranges(rows + 1, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) s.start[i] = a.row_ptr[b + i];
+      });
     } else {
       const int64_t nnz = entries_of[static_cast<size_t>(r) * ranks + me];
       if (nnz == 0) continue;
@@ -213,9 +232,8 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
   mine.rows = rows, mine.cols = a.cols;
   mine.row_ptr.assign(static_cast<size_t>(rows) + 1, 0);
   for (const Source& s : sources)
-    parallel_for(std::min<int64_t>(rows, 64), hardware_threads(), [&](int64_t t) {
-      for (int64_t i = even_split(rows, 64, t); i < even_split(rows, 64, t + 1); ++i)
-        mine.row_ptr[i + 1] += static_cast<int32_t>(s.start[i + 1] - s.start[i]);
+    for_ranges(rows, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) mine.row_ptr[i + 1] += static_cast<int32_t>(s.start[i + 1] - s.start[i]);
     });
   for (int32_t i = 0; i < rows; ++i) mine.row_ptr[i + 1] += mine.row_ptr[i];  // before merging: an upper bound
   mine.col_idx.resize(static_cast<size_t>(mine.row_ptr[rows]));
@@ -271,8 +289,8 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
     mine.col_idx.resize(static_cast<size_t>(w)), mine.values.resize(static_cast<size_t>(w));
   }
 
+  step_done("rows merged");
   // 5. the blocks; the sends are the peers' receives (any pattern, not only a structurally symmetric one)
-  FileShare out_share;
   out_share.share = rank_blocks_from_rows(std::move(mine), p, me);
   RankBlocks& rb = out_share.share;
   std::vector<int64_t> columns_from(static_cast<size_t>(ranks), 0);
@@ -296,6 +314,7 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
     rb.plan.send.push_back(std::move(s));
   }
 
+  step_done("blocks and plan");
   // 6. the whole file's figures
   std::vector<double> figures{static_cast<double>(merged), static_cast<double>(zeros)};
   sum_over_ranks(comm, figures);

@@ -71,6 +71,7 @@ struct FileShare {
   GlobalIndex global_rows = 0;
   MatrixMarketInfo info;     // the header's, with the whole file's duplicates and explicit zeros
   double exchange_ms = 0;    // the counts, the partition and the rows' exchange, from the parts read
+  std::vector<Phase> steps;  // exchange_ms by step
 };
 FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions& options, Communicator& comm);
 
