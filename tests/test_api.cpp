@@ -4,9 +4,11 @@
 // device memory. GPU tests skip without a device.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -803,6 +805,120 @@ TEST_F(GpuApi, InitialGuessIsUsed) {
     const DenseBlock wrong(a.rows, 3, 0.0);
     EXPECT_THROW(s.solve(RhsKind::random, 2, 31, x, &wrong), UsageError);
   }
+}
+
+// ---- spcg::fingerprint: the device hash spcg.cg's cache compares (python/spcg/_device.py keeps its reference) ----
+// The definition on the host, element by element: int32 widened with its sign, 64-bit elements by their bits.
+uint64_t host_fingerprint(const void* data, int64_t n, int element_bytes, int tag) {
+  uint64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t w = 0;
+    if (element_bytes == 4) w = static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int32_t*>(data)[i]));
+    else std::memcpy(&w, static_cast<const char*>(data) + 8 * i, 8);
+    uint64_t z = w + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(i) + (static_cast<uint64_t>(tag) << 40));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    total += z ^ (z >> 31);
+  }
+  return total;
+}
+
+std::array<uint64_t, 3> host_fingerprint(const CsrMatrix& a) {
+  return {host_fingerprint(a.row_ptr.data(), a.rows + int64_t{1}, 4, 0), host_fingerprint(a.col_idx.data(), a.nnz(), 4, 1),
+          host_fingerprint(a.values.data(), a.nnz(), 8, 2)};
+}
+
+// Every argument is checked before the device is touched; empty arrays need no device at all.
+TEST(Fingerprint, ArgumentsAreCheckedBeforeTheDevice) {
+  EXPECT_TRUE(fingerprint(std::vector<DeviceWordsRef>{}).empty());
+  EXPECT_EQ(fingerprint({DeviceWordsRef{nullptr, 0, 4}, DeviceWordsRef{nullptr, 0, 8}}), (std::vector<uint64_t>{0, 0}));
+  EXPECT_EQ(fingerprint(DeviceCsrRef{}), (std::array<uint64_t, 3>{0, 0, 0}));  // no rows: row_ptr may be null
+  const int32_t host[2] = {1, 2};
+  const std::vector<std::pair<std::vector<DeviceWordsRef>, std::string>> bad = {
+      {{DeviceWordsRef{nullptr, 0, 2}}, "elements of 2 bytes"},
+      {{DeviceWordsRef{nullptr, -1, 4}}, "a negative count"},
+      {{DeviceWordsRef{nullptr, 3, 8}}, "3 elements at null"},
+      {std::vector<DeviceWordsRef>(4), "4 arrays, at most 3"},
+      {{DeviceWordsRef{reinterpret_cast<const char*>(host) + 2, 1, 4}}, "not aligned to its 4-byte elements"}};
+  for (const auto& [arrays, message] : bad) {
+    try {
+      fingerprint(arrays);
+      ADD_FAILURE() << message << ": accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(fingerprint(DeviceCsrRef{-1, 0, 0, nullptr, nullptr, nullptr}), UsageError);
+  EXPECT_THROW(fingerprint(DeviceCsrRef{2, 2, 0, nullptr, nullptr, nullptr}), UsageError);  // rows, no row pointers
+  // host memory: refused by name where there is a GPU (the kernel would fault on it), CudaError where there is none
+  std::string why;
+  if (spcg::test::gpu_available(&why)) EXPECT_THROW(fingerprint({DeviceWordsRef{host, 2, 4}}), UsageError);
+  else EXPECT_THROW(fingerprint({DeviceWordsRef{host, 2, 4}}), CudaError);
+}
+
+// int32 (negative ones included), int64 and float64 arrays of every length class (0, 1, odd, past 2^23 words),
+// at every position: the host definition's hashes, bit for bit.
+TEST_F(GpuApi, FingerprintIsTheHostDefinition) {
+  std::mt19937_64 rng(34);
+  std::normal_distribution<double> normal;
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{31}, int64_t{257}, int64_t{10007}, (int64_t{1} << 23) + 5}) {
+    std::vector<int32_t> i32(static_cast<size_t>(n));
+    std::vector<int64_t> i64(static_cast<size_t>(n));
+    std::vector<double> f64(static_cast<size_t>(n));
+    for (size_t k = 0; k < i32.size(); ++k) {
+      i32[k] = static_cast<int32_t>(static_cast<uint32_t>(rng()));
+      i64[k] = static_cast<int64_t>(rng());
+      f64[k] = std::ldexp(normal(rng), static_cast<int>(rng() % 2000) - 1000);
+    }
+    const DeviceArray<int32_t> d32(i32);
+    const DeviceArray<int64_t> d64(i64);
+    const DeviceArray<double> df(f64);
+    const DeviceWordsRef a{d32.data(), n, 4}, b{d64.data(), n, 8}, c{df.data(), n, 8};
+    const std::string what = std::to_string(n) + " elements";
+    EXPECT_EQ(fingerprint({a, b, c}), (std::vector<uint64_t>{host_fingerprint(i32.data(), n, 4, 0),
+                                                            host_fingerprint(i64.data(), n, 8, 1),
+                                                            host_fingerprint(f64.data(), n, 8, 2)})) << what;
+    EXPECT_EQ(fingerprint({c, a}), (std::vector<uint64_t>{host_fingerprint(f64.data(), n, 8, 0),
+                                                         host_fingerprint(i32.data(), n, 4, 1)})) << what;
+    EXPECT_EQ(fingerprint({b}), (std::vector<uint64_t>{host_fingerprint(i64.data(), n, 8, 0)})) << what;
+  }
+}
+
+// A device CSR: the host definition's hashes, on the legacy stream and on the caller's non-blocking stream, where
+// a change written just before is seen (one value a ulp larger; two column indices swapped); the same hashes from
+// several threads at once (each has its own scratch).
+TEST_F(GpuApi, FingerprintOfADeviceCsrSeesEveryChangeOnTheCallersStream) {
+  CsrMatrix a = poisson2d_5pt(40);
+  const std::array<uint64_t, 3> want = host_fingerprint(a);
+  DeviceArray<int32_t> rp(a.row_ptr), ci(a.col_idx);
+  DeviceArray<double> va(a.values);
+  const DeviceCsrRef ref{a.rows, a.cols, a.nnz(), rp.data(), ci.data(), va.data()};
+  EXPECT_EQ(fingerprint(ref), want);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(fingerprint(ref, stream), want);
+
+  const size_t q = static_cast<size_t>(a.nnz() / 2);
+  a.values[q] = std::nextafter(a.values[q], 1e300);
+  ASSERT_EQ(cudaMemcpyAsync(va.data() + q, &a.values[q], sizeof(double), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  std::array<uint64_t, 3> got = fingerprint(ref, stream);
+  EXPECT_EQ(got, host_fingerprint(a));
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_EQ(got[1], want[1]);
+  EXPECT_NE(got[2], want[2]);
+
+  std::swap(a.col_idx[0], a.col_idx[1]);
+  ASSERT_EQ(cudaMemcpyAsync(ci.data(), a.col_idx.data(), 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  got = fingerprint(ref, stream);
+  EXPECT_EQ(got, host_fingerprint(a));
+  EXPECT_NE(got[1], want[1]);
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+
+  const std::array<uint64_t, 3> now = host_fingerprint(a);
+  spcg::test::rethrow_first(spcg::test::on_threads(4, [&](int) {
+    for (int k = 0; k < 20; ++k)
+      if (fingerprint(ref) != now) throw Error("a thread's fingerprint differs");
+  }));
 }
 
 }  // namespace

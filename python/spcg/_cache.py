@@ -13,8 +13,13 @@ identity: a call reuses the cached setup only when
       host (SciPy, NumPy): compared bit for bit with the library's own host copy (memcmp of the three arrays:
           0.02 ms for fv1's 1.06 MB on the 2-core development host, where blake2b of the same arrays took 0.85
           ms and the device hash's code run by NumPy 1.4 ms);
-      device (CuPy, torch): a 64-bit hash of each array computed on the device (_device.fingerprint; a change
-          goes unnoticed with probability about 2**-64), the sizes and dtypes beside it.
+      device (CuPy, torch): a 64-bit hash of each array computed on the device by the library
+          (spcg::fingerprint: one kernel for the three arrays and one read of the three sums, on the array
+          library's current stream; no CuPy kernel, so nothing for CuPy to compile on a fresh machine), the sizes
+          and dtypes beside it. The hash is defined in _device.py, whose NumPy code is its reference: per array
+          t (0 indptr, 1 indices, 2 data), the sum mod 2**64 of splitmix64's finaliser of
+          w_i + 0x9E3779B97F4A7C15 * (i + t * 2**40), w_i entry i as a 64-bit word (an int32 widened with its
+          sign, a float64's bits); a change goes unnoticed with probability about 2**-64.
 
 So a matrix changed in place (A.data[:] = ...) or rebuilt, or a different matrix, sets up again; an equal matrix
 in a new object reuses the setup. One setup is kept (its device memory too, until cg.cache_clear() or a call

@@ -11,7 +11,7 @@ and synchronises only the legacy default stream around its device copies, so wor
 stream (torch's side streams, CuPy's per-thread default stream) would otherwise race with it.
 """
 
-from . import _common
+from . import _common, _spcg
 from ._spcg import UsageError
 
 # ---- what an object is ----------------------------------------------------------------------------------------
@@ -144,8 +144,14 @@ class DeviceCsr:
         return tuple(pointer(a, self.kind) for a in (self.indptr, self.indices, self.data))
 
     def fingerprint(self):
-        """The cache's test of "the same matrix": sizes and a 64-bit hash of each array's words (fingerprint)."""
-        return fingerprint((self.indptr, self.indices, self.data), _ops(self.kind))
+        """The cache's test of "the same matrix": each array's dtype, length and 64-bit hash (fingerprint's
+        function), computed by the library in one kernel on the array library's current stream (native_hashes);
+        by fingerprint's own code where the library cannot (no usable GPU: the host tests' stand-in for CuPy)."""
+        arrays = (self.indptr, self.indices, self.data)
+        hashes = native_hashes(arrays, self.kind)
+        if hashes is None:
+            return fingerprint(arrays, _ops(self.kind))
+        return tuple((str(a.dtype), length(a), h) for a, h in zip(arrays, hashes))
 
 
 def csr(A, kind, what="A", square=True):
@@ -315,16 +321,24 @@ def initial_guess(x0, blk, n, kind, b_shape, device):
 
 # ---- fingerprints (spcg.cg's cache) ---------------------------------------------------------------------------
 # A 64-bit hash per array: sum over i of mix(w_i + GOLDEN * (i + tag * 2**40)) mod 2**64, w_i the array's words as
-# int64 (a float64's bits; an int32 widened), mix splitmix64's finaliser. Every output bit of mix depends on every
-# input bit, so a change of any entries (a swap of two included) alters the sum but with probability about 2**-64;
-# a plain weighted sum would not (two doubles that differ in their exponent only differ by a multiple of 2**52,
-# which weights 2**11 apart can cancel). The same code runs on NumPy, CuPy and torch (int64 arithmetic wraps on
-# each; >> is arithmetic on int64, hence the mask), a few launches per chunk of 2**22 words.
+# int64 (a float64's bits; an int32 widened with its sign, as astype(int64) does), tag the array's position
+# (0 indptr, 1 indices, 2 data), mix splitmix64's finaliser. Every output bit of mix depends on every input bit,
+# so a change of any entries (a swap of two included) alters the sum but with probability about 2**-64; a plain
+# weighted sum would not (two doubles that differ in their exponent only differ by a multiple of 2**52, which
+# weights 2**11 apart can cancel).
+# Device matrices are hashed by the library (spcg::fingerprint, kernels/fingerprint.cu): one kernel for the three
+# arrays and one read of the sums. CuPy kernels here cost several launches and waits a call (fv1 through Python
+# took 1.41x its C++ solve, H100) and, in a fresh process on a machine that had not met them, their NVRTC
+# compilation. The code below is the reference the tests compare the library's kernel with (NumPy), and the way
+# where the library sees no GPU (the host tests' stand-in for CuPy); it runs on NumPy, CuPy and torch alike
+# (int64 arithmetic wraps on each; >> is arithmetic on int64, hence the mask), a chunk of 2**22 words at a time.
 
 _MIX1 = 0xBF58476D1CE4E5B9 - 2**64
 _MIX2 = 0x94D049BB133111EB - 2**64
 _GOLDEN = 0x9E3779B97F4A7C15 - 2**64
 _CHUNK = 1 << 22
+_ELEMENT_BYTES = {"int32": 4, "int64": 8, "float64": 8}  # what the library's kernel reads (4: widened with the sign)
+_library_has_gpu = None
 
 
 def _shr(z, s):
@@ -335,6 +349,38 @@ def _mix(z):
     z = (z ^ _shr(z, 30)) * _MIX1
     z = (z ^ _shr(z, 27)) * _MIX2
     return z ^ _shr(z, 31)
+
+
+def current_stream(kind, device=None):
+    """The array library's current stream as a cudaStream_t (an integer; 0 the legacy default stream)."""
+    if kind == "cupy":
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    import torch
+
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def native_hashes(arrays, kind):
+    """fingerprint's hashes of `arrays` (on the current device) computed by the library: one kernel over all of
+    them and one read of the sums, on the array library's current stream (after the producer's work there), which
+    the library synchronises. None where the library cannot: it sees no usable GPU (the host tests' stand-in for
+    CuPy holds host memory), or an array is not 1-D, contiguous, int32, int64 or float64."""
+    global _library_has_gpu
+    if _library_has_gpu is None:
+        _library_has_gpu = bool(_spcg.device_available()[0])
+    if not _library_has_gpu:
+        return None
+    described = []
+    for a in arrays:
+        element_bytes = _ELEMENT_BYTES.get(str(a.dtype).replace("torch.", ""))
+        contiguous = a.flags.c_contiguous if kind == "cupy" else a.is_contiguous()
+        if element_bytes is None or a.ndim != 1 or not contiguous:
+            return None
+        described.append((pointer(a, kind), length(a), element_bytes))
+    device = None if kind == "cupy" else arrays[0].device
+    return _spcg.device_fingerprint(described, current_stream(kind, device))
 
 
 class _NumpyOps:
@@ -351,39 +397,7 @@ class _NumpyOps:
         return np.arange(start, stop, dtype=np.int64)
 
 
-# CuPy's hash in one kernel a chunk (the mixed words) and one reduction: the generic path's dozen elementwise
-# launches and temporaries a chunk made a cached spcg.cg call on poisson3d:128 (14M entries) cost ~30 ms more than
-# its solve (H100). Same sum as _mix's: z = w + GOLDEN * index, splitmix64's finaliser, wrapping mod 2**64.
-_CUPY_MIX = None
-_CUPY_CHUNK = 1 << 23  # 64 MiB of mixed words (and of an int32 array widened) at a time
-
-
-def _cupy_mixed(w, first):
-    global _CUPY_MIX
-    import cupy
-
-    if _CUPY_MIX is None:
-        _CUPY_MIX = cupy.ElementwiseKernel(
-            "int64 w, int64 first", "uint64 h",
-            """unsigned long long z = (unsigned long long)w + 0x9E3779B97F4A7C15ULL * (unsigned long long)(first + i);
-               z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-               z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-               h = z ^ (z >> 31);""",
-            "spcg_fingerprint_mix")
-    return _CUPY_MIX(w, first)
-
-
 class _CupyOps:
-    @staticmethod
-    def fused_sum(w, first):
-        """sum of the mixed words of w (indices first, first + 1, ...) mod 2**64, or None without CuPy's kernels
-        (the tests' stand-in): the caller then takes the generic path."""
-        import cupy
-
-        if not hasattr(cupy, "ElementwiseKernel"):
-            return None
-        return int(_cupy_mixed(w, first).sum(dtype=cupy.uint64))
-
     @staticmethod
     def words(a):
         import cupy
@@ -417,23 +431,15 @@ def _ops(kind):
 
 def fingerprint(arrays, ops):
     """((dtype, length, hash) per array): equal for equal arrays, different (but with probability ~2**-64) for
-    arrays that differ in any entry or in length."""
+    arrays that differ in any entry or in length. The reference definition (native_hashes gives the same hashes)."""
     out = []
-    fused = getattr(ops, "fused_sum", None)
     for tag, a in enumerate(arrays):
         n = length(a)
         total = 0
-        start = 0
-        while start < n:
-            stop = min(n, start + (_CUPY_CHUNK if fused else _CHUNK))
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
             w = ops.words(a[start:stop])
-            part = fused(w, start + (tag << 40)) if fused else None
-            if part is None:
-                stop = min(n, start + _CHUNK)
-                w = ops.words(a[start:stop])
-                i = ops.arange(start + (tag << 40), stop + (tag << 40), w)
-                part = int(_mix(w + i * _GOLDEN).sum())
-            total = (total + part) % 2**64
-            start = stop
+            i = ops.arange(start + (tag << 40), stop + (tag << 40), w)
+            total = (total + int(_mix(w + i * _GOLDEN).sum())) % 2**64
         out.append((str(a.dtype), n, total))
     return tuple(out)

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -616,6 +617,25 @@ py::dict stats(int64_t rows, int64_t cols, const IndexArray& indptr, const Index
   return stats_to_python(s);
 }
 
+// spcg.cg's test of "the same matrix" for device inputs (python/spcg/_device.py defines the hash and keeps its
+// NumPy reference): arrays as (device pointer, count, element bytes: 4 int32, 8 int64 / float64), at most three,
+// hashed on `stream` (the array library's current stream, a cudaStream_t as an integer), which is synchronised
+// before the hashes return. One kernel and one read of the sums; the GIL is released meanwhile.
+py::tuple device_fingerprint(const std::vector<std::tuple<uintptr_t, int64_t, int>>& arrays, uintptr_t stream) {
+  std::vector<DeviceWordsRef> refs;
+  refs.reserve(arrays.size());
+  for (const auto& [pointer, count, element_bytes] : arrays)
+    refs.push_back(DeviceWordsRef{reinterpret_cast<const void*>(pointer), count, element_bytes});
+  std::vector<uint64_t> hashes;
+  {
+    py::gil_scoped_release unlocked;
+    hashes = fingerprint(refs, reinterpret_cast<CUstream_st*>(stream));
+  }
+  py::tuple out(hashes.size());
+  for (size_t t = 0; t < hashes.size(); ++t) out[t] = py::int_(hashes[t]);
+  return out;
+}
+
 py::tuple device_available() {
   std::string why;
   const bool ok = cuda_device_available(&why);
@@ -685,6 +705,7 @@ PYBIND11_MODULE(_spcg, m) {
   m.def("stats", &stats, py::arg("rows"), py::arg("cols"), py::arg("indptr"), py::arg("indices"), py::arg("data"),
         py::arg("duplicates_summed") = 0);
   m.def("device_available", &device_available);
+  m.def("device_fingerprint", &device_fingerprint, py::arg("arrays"), py::arg("stream") = 0);
   m.def("default_options", &default_options);
   m.attr("solver_names") = names<SolverKind>();
   m.attr("precond_names") = names<Preconditioner>();

@@ -1,10 +1,11 @@
 # spcg.cg's setup cache (python/spcg/_cache.py): reused only for the same entries and the same setup options,
-# never stale; and the device fingerprint's hash, run here on NumPy (the same code runs on CuPy and torch).
+# never stale; and the device fingerprint's hash: its reference code, run here on NumPy (the library's kernel,
+# spcg::fingerprint, is compared with it in test_device.py), and the library function's checks.
 import threading
 
 import numpy as np
 import pytest
-from conftest import relres
+from conftest import gpu_available, relres
 
 import spcg
 from spcg import _device
@@ -183,3 +184,20 @@ def test_fingerprint_is_the_same_across_chunk_sizes(monkeypatch):
 
 def test_fingerprint_of_an_empty_array():
     assert fp(np.zeros(0)) == (("float64", 0, 0),)
+
+
+def test_the_librarys_fingerprint_checks_its_arguments_before_the_device():
+    f = spcg._spcg.device_fingerprint
+    assert f([]) == () and f([(0, 0, 4), (0, 0, 8), (0, 0, 4)]) == (0, 0, 0)  # empty: nothing launched, no GPU
+    a = np.arange(4, dtype=np.int32)
+    for arrays, message in (([(0, 0, 2)], "elements of 2 bytes"), ([(0, -1, 4)], "negative count"),
+                            ([(0, 3, 4)], "3 elements at null"), ([(0, 0, 4)] * 4, "4 arrays, at most 3"),
+                            ([(a.ctypes.data + 2, 1, 4)], "not aligned to its 4-byte elements")):
+        with pytest.raises(spcg.UsageError, match=message):
+            f(arrays)
+    if gpu_available():  # host memory never reaches the kernel (it would fault and take the context with it)
+        with pytest.raises(spcg.UsageError, match="not memory CUDA knows"):
+            f([(a.ctypes.data, a.size, 4)])
+    else:
+        with pytest.raises(spcg.CudaError, match="needs a GPU"):
+            f([(a.ctypes.data, a.size, 4)])

@@ -395,18 +395,114 @@ def test_another_device_is_refused(cp, csp, poisson):
         solver.solve(b_other)
 
 
-def test_cupy_fingerprint_kernel_is_numpys_hash(cp, monkeypatch):
-    # the fused CuPy kernel (one pass a chunk) gives the generic path's sums: int32 indices widened, float64 bits,
-    # several chunks (a small chunk here), an empty array; and any single changed entry changes it
+# ---- the device fingerprint (spcg.cg's cache): the library's kernel against the NumPy reference ----------------
+FINGERPRINT_LENGTHS = (0, 1, 2, 31, 257, 10007, (1 << 23) + 5)  # the last: past 2^23 words, many grid strides
+
+
+def random_words(rng, dtype, n):
+    """n random entries of dtype over its whole range (int32's negative ones included: widened with the sign)."""
+    if dtype == np.float64:
+        return rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+
+
+def reference_hashes(*arrays):
     from spcg import _device
 
-    rng = np.random.default_rng(5)
-    idx = rng.integers(0, 1 << 31, size=10007, dtype=np.int32)
-    data = rng.standard_normal(10007)
-    ref = _device.fingerprint((idx, data, data[:0]), _device._NumpyOps)
-    monkeypatch.setattr(_device, "_CUPY_CHUNK", 1000)
-    got = _device.fingerprint((cp.asarray(idx), cp.asarray(data), cp.asarray(data[:0])), _device._CupyOps)
-    assert got == ref
-    changed = data.copy()
-    changed[9999] = np.nextafter(changed[9999], np.inf)
-    assert _device.fingerprint((cp.asarray(idx), cp.asarray(changed), cp.asarray(data[:0])), _device._CupyOps) != ref
+    return tuple(h for _, _, h in _device.fingerprint(arrays, _device._NumpyOps))
+
+
+def library_hashes(cp, *host_arrays):
+    """spcg::fingerprint of the arrays uploaded with CuPy (the module function the front calls)."""
+    device = [cp.asarray(a) for a in host_arrays]  # kept alive until the hashes are back
+    described = [(d.data.ptr, d.size, d.itemsize) for d in device]
+    return spcg._spcg.device_fingerprint(described, cp.cuda.get_current_stream().ptr)
+
+
+def test_the_librarys_fingerprint_is_the_numpy_reference(cp):
+    # int32, int64 and float64 arrays of every length, each at every position (the tag enters the index)
+    rng = np.random.default_rng(34)
+    for n in FINGERPRINT_LENGTHS:
+        arrays = [random_words(rng, dt, n) for dt in (np.int32, np.int64, np.float64)]
+        orders = ((0, 1, 2),) if n > 1 << 20 else ((0, 1, 2), (1, 2, 0), (2, 0, 1))
+        for order in orders:
+            host = [arrays[k] for k in order]
+            assert library_hashes(cp, *host) == reference_hashes(*host), (n, order)
+        assert library_hashes(cp, arrays[2]) == reference_hashes(arrays[2]), n  # one array: tag 0
+    assert spcg._spcg.device_fingerprint([], 0) == ()
+    # torn sizes: an empty array beside full ones hashes to 0 and leaves the others' hashes as they are
+    a = random_words(rng, np.int32, 1000)
+    assert library_hashes(cp, a, a[:0], a) == reference_hashes(a, a[:0], a)
+
+
+def test_the_librarys_fingerprint_sees_one_changed_entry(cp):
+    rng = np.random.default_rng(35)
+    n = 100003
+    arrays = [random_words(rng, dt, n) for dt in (np.int32, np.int64, np.float64)]
+    base = library_hashes(cp, *arrays)
+    for t in range(3):
+        for j in (0, n // 2, n - 1):
+            changed = [a.copy() for a in arrays]
+            if changed[t].dtype == np.float64:
+                changed[t][j] = np.nextafter(changed[t][j], np.inf)  # one ulp
+            else:
+                changed[t][j] ^= 1  # one bit
+            got = library_hashes(cp, *changed)
+            assert got[t] != base[t] and got == reference_hashes(*changed), (t, j)
+            assert [g for k, g in enumerate(got) if k != t] == [b for k, b in enumerate(base) if k != t]
+    swapped = arrays[2].copy()
+    swapped[[5, 5 + 2048]] = swapped[[5 + 2048, 5]]
+    assert library_hashes(cp, arrays[0], arrays[1], swapped)[2] != base[2]
+
+
+def test_the_librarys_fingerprint_waits_for_the_current_stream(cp):
+    # the arrays are written by a kernel that first spins ~0.1 s on a non-blocking stream: the hash, taken on that
+    # (current) stream, is the written values'
+    from spcg import _device
+
+    n = 50000
+    kernel = cp.RawKernel(SPIN_THEN_FILL, "spin_then_fill")
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        b = cp.zeros(n)
+        kernel((32,), (256,), (b, np.int32(n), np.int64(200_000_000)))
+        got = _device.native_hashes((b,), "cupy")
+    assert got == reference_hashes(1.0 + (np.arange(n) % 7))
+
+
+def test_cg_hashes_device_matrices_in_the_library(cp, csp, poisson, monkeypatch):
+    # spcg.cg's cache test of a CuPy matrix runs no CuPy kernel: the reference code is never called
+    from spcg import _device
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the reference fingerprint ran on a device matrix")
+
+    hashes = reference_hashes(poisson.indptr, poisson.indices, poisson.data)
+    monkeypatch.setattr(_device, "fingerprint", refused)
+    Ad = csp.csr_matrix(poisson)
+    m = _device.csr(Ad, "cupy")
+    assert m.fingerprint() == (("int32", poisson.shape[0] + 1, hashes[0]), ("int32", poisson.nnz, hashes[1]),
+                               ("float64", poisson.nnz, hashes[2]))
+    b = cp.ones(poisson.shape[0])
+    spcg.cg(Ad, b)
+    spcg.cg(csp.csr_matrix(poisson), b)  # an equal matrix in a new object: the setup is reused
+    assert spcg.cg.cache_info() == (1, 1, 1)
+
+
+def test_torch_fingerprint_is_the_numpy_reference(torch, poisson, monkeypatch):
+    from spcg import _device
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    rng = np.random.default_rng(36)
+    for n in (0, 1, 10007):
+        arrays = [random_words(rng, dt, n) for dt in (np.int32, np.int64, np.float64)]
+        tensors = [torch.from_numpy(a).to(dev) for a in arrays]
+        assert _device.native_hashes(tensors, "torch") == reference_hashes(*arrays), n
+    At = torch.sparse_csr_tensor(torch.tensor(poisson.indptr), torch.tensor(poisson.indices),
+                                 torch.tensor(poisson.data), poisson.shape, device=dev)
+    m = _device.csr(At, "torch")
+    hashes = reference_hashes(poisson.indptr, poisson.indices, poisson.data)
+    monkeypatch.setattr(_device, "fingerprint", None)  # the library's hashes only
+    assert m.fingerprint() == (("torch.int32", poisson.shape[0] + 1, hashes[0]),
+                               ("torch.int32", poisson.nnz, hashes[1]), ("torch.float64", poisson.nnz, hashes[2]))

@@ -115,6 +115,14 @@ def test_fingerprint_is_the_same_on_every_array_library(fake):
     assert _device.fingerprint((fake.asarray(idx), fake.asarray(data)), _device._CupyOps) == ref
 
 
+def test_without_a_gpu_the_matrix_is_hashed_by_the_reference_code(fake, poisson):
+    # the library sees no GPU: its kernel is not asked (the stand-in's pointers are host memory), the reference
+    # code gives the same hashes the kernel gives on a GPU (test_device.py)
+    m = _device.csr(fake.csr_matrix(poisson), "cupy")
+    assert _device.native_hashes((m.indptr, m.indices, m.data), "cupy") is None
+    assert m.fingerprint() == _device.fingerprint((poisson.indptr, poisson.indices, poisson.data), _device._NumpyOps)
+
+
 # ---- torch: the real library, on CPU tensors (the CUDA path makes the same calls) ------------------------------
 @pytest.fixture
 def torch():

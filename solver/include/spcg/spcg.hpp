@@ -15,6 +15,7 @@
 // (InputError names the matrix and the problem, UsageError a bad option, CudaError a failed call or no device);
 // nothing here prints or exits. The host backend (Eigen's CG) needs no GPU. relative_residuals (csr_matrix.hpp)
 // checks a solution on the host.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,8 @@
 #include "spcg/partition.hpp"
 #include "spcg/solve_types.hpp"
 #include "spcg/stats.hpp"
+
+struct CUstream_st;  // a cudaStream_t is a CUstream_st* (no CUDA header here)
 
 namespace spcg {
 
@@ -66,6 +69,31 @@ struct DeviceValuesRef {
   int64_t nnz = 0;
   const double* values = nullptr;
 };
+
+// An array in device memory for fingerprint(): `count` elements of `element_bytes` bytes each, 4 (int32: each
+// widened with its sign to 64 bits) or 8 (int64, float64 or any 64-bit word: its bits), aligned to their size.
+struct DeviceWordsRef {
+  const void* data = nullptr;
+  int64_t count = 0;
+  int element_bytes = 8;
+};
+
+// A 64-bit hash of each of up to three device arrays: a cache's test of "the same arrays" without a copy to the
+// host (the Python module's spcg.cg keeps its setup while a CuPy / torch matrix hashes the same). For the array
+// at position t (0, 1, 2: a CSR's row_ptr, col_idx, values) with elements w_0, w_1, ... as 64-bit words,
+//   hash_t = sum over i of mix(w_i + 0x9E3779B97F4A7C15 * (i + t * 2^40)) mod 2^64,
+//   mix(z): z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27; z *= 0x94D049BB133111EB; z ^= z >> 31
+// (splitmix64's finaliser, every output bit depending on every input bit): changed entries (a swap of two
+// included) change the hash but with probability about 2^-64. An empty array hashes to 0. One kernel over all
+// the arrays and one copy of the sums to the host, on `stream` (a cudaStream_t; nullptr: the legacy default
+// stream), which is synchronised before the call returns: the arrays must be complete on that stream (work
+// queued on it before the call is). The arrays must be device (or managed, or pinned host) memory of the
+// current device. UsageError for bad arguments (a host or another device's pointer included), CudaError without
+// a GPU (unless every array is empty: then nothing touches the device).
+std::vector<uint64_t> fingerprint(const std::vector<DeviceWordsRef>& arrays, CUstream_st* stream = nullptr);
+// A device CSR's arrays hashed as above: row_ptr (rows + 1 int32; may be null for 0 rows, hashed as {0}),
+// col_idx (nnz int32), values (nnz float64), tags 0, 1, 2.
+std::array<uint64_t, 3> fingerprint(const DeviceCsrRef& a, CUstream_st* stream = nullptr);
 
 // Everything a solver is set up with. The iteration's own options are in `iteration`.
 struct SolverOptions {
