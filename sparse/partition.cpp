@@ -115,20 +115,41 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
     for_parts([&](int32_t first, int32_t last, int64_t) {
       for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local_cols[q] = static_cast<int32_t>(a.col_idx[q] - b);
     });
-  } else {  // entries move down only: one pass in row order
-    int32_t w = 0, old_begin = a.row_ptr[0];
-    for (int32_t i = 0; i < rows; ++i) {
-      const int32_t old_end = a.row_ptr[i + 1];
-      a.row_ptr[i] = w;
-      for (int32_t q = old_begin; q < old_end; ++q) {
-        const GlobalIndex c = a.col_idx[q];
-        if (outside(c)) continue;
-        local_cols[w] = static_cast<int32_t>(c - b), a.values[w++] = a.values[q];
-      }
-      old_begin = old_end;
-    }
-    a.row_ptr[static_cast<size_t>(rows)] = w;
-    a.values.resize(static_cast<size_t>(w));
+  } else {
+    // Entries move down only: row i's local entries go to old_ptr[i] - (halo entries before row i). Every part of
+    // the rows compacts its own in row order, all parts at once. A part's writes reach at most the halo count
+    // below its first source, into the tail of the part before it: each part first saves that tail of its own
+    // (the window the next part's writes may overwrite: at most the halo's entries), then reads it from there.
+    const int64_t compact_parts = std::min<int64_t>(rows, 2 * int64_t{hardware_threads()});
+    auto part_first = [&](int64_t t) { return static_cast<int32_t>(even_split(rows, compact_parts, t)); };
+    auto destination = [&](int32_t i) { return a.row_ptr[i] - rb.halo.row_ptr[i]; };
+    std::vector<int32_t> window_begin(static_cast<size_t>(compact_parts)), window_end(static_cast<size_t>(compact_parts));
+    std::vector<std::vector<Column>> saved_cols(static_cast<size_t>(compact_parts));
+    std::vector<std::vector<double>> saved_values(static_cast<size_t>(compact_parts));
+    parallel_for(compact_parts, hardware_threads(), [&](int64_t t) {
+      const int32_t next = part_first(t + 1);
+      const int32_t lo = next < rows ? destination(next) : a.row_ptr[rows], hi = a.row_ptr[next];
+      window_begin[t] = lo, window_end[t] = hi;
+      saved_cols[t].assign(a.col_idx.begin() + lo, a.col_idx.begin() + hi);
+      saved_values[t].assign(a.values.begin() + lo, a.values.begin() + hi);
+    });
+    parallel_for(compact_parts, hardware_threads(), [&](int64_t t) {
+      const int32_t lo = window_begin[t];
+      int32_t w = destination(part_first(t));
+      for (int32_t i = part_first(t); i < part_first(t + 1); ++i)
+        for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
+          const bool saved = q >= lo;
+          const GlobalIndex c = saved ? saved_cols[t][q - lo] : a.col_idx[q];
+          if (outside(c)) continue;
+          local_cols[w] = static_cast<int32_t>(c - b), a.values[w++] = saved ? saved_values[t][q - lo] : a.values[q];
+        }
+    });
+    const int32_t kept = a.row_ptr[rows] - rb.halo.row_ptr[rows];
+    for_parts([&](int32_t first, int32_t last, int64_t) {
+      for (int32_t i = first; i < last; ++i) a.row_ptr[i] = destination(i);
+    });
+    a.row_ptr[static_cast<size_t>(rows)] = kept;
+    a.values.resize(static_cast<size_t>(kept));
   }
   if constexpr (in_place) {
     a.col_idx.resize(a.values.size());
