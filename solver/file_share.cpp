@@ -272,9 +272,11 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
       for (int32_t q = mine.row_ptr[i]; q < w; ++q) zeros_of_part[t] += mine.values[q] == 0.0;
     }
   });
+  step_done("rows merged");
   in = Messages(ranks);
   sources.clear();
   a = CsrMatrix();  // the part's arrays go before the blocks are made
+  step_done("part's arrays released");
   int64_t merged = 0, zeros = 0;
   for (int64_t t = 0; t < parts; ++t) merged += merged_of_part[t], zeros += zeros_of_part[t];
   if (merged > 0) {  // close the gaps the merged duplicates left
@@ -289,7 +291,6 @@ FileShare file_share(MatrixFile part, const std::string& path, const ReadOptions
     mine.col_idx.resize(static_cast<size_t>(w)), mine.values.resize(static_cast<size_t>(w));
   }
 
-  step_done("rows merged");
   // 5. the blocks; the sends are the peers' receives (any pattern, not only a structurally symmetric one)
   out_share.share = rank_blocks_from_rows(std::move(mine), p, me);
   RankBlocks& rb = out_share.share;
