@@ -327,12 +327,9 @@ class SolveResult:
         self.history = d["history"]
         self.backend = solver.backend
         k = len(self.columns)
-        self.kernel = solver.kernel(max(1, k))
-        self.kernel_reason = solver.kernel_reason
-        self.precision = solver.precision
-        self.setup_phases = solver._native.setup_phases
+        self.kernel, self.kernel_reason, self.precision, self.setup_phases, self.preconditioner = \
+            solver._setup_facts(max(1, k))
         self.phases = list(self.setup_phases) + [("vectors", self.vectors_ms), ("solve", self.solve_ms)]
-        self.preconditioner = solver.preconditioner
         self.rtol, self.atol, self.maxiter = stop
         self.interrupted = "interrupted" in self.status
 
@@ -500,6 +497,7 @@ class Solver:
                              duplicates_summed=matrix.duplicates_summed)
         self._stop = None
         self._native = None
+        self._facts = {}  # block width -> what a result reports of the setup (_setup_facts)
         self.device = None
         self.input_kind = "host" if isinstance(matrix, _Csr) else matrix.kind
         self._set_up(matrix, _tolerances(rtol, atol) + (_maxiter(maxiter, self._shape[0]),))
@@ -598,6 +596,7 @@ class Solver:
         error the Solver keeps its old values. update_phases gives what the last update spent. Returns self.
         """
         matrix = _as_matrix(A)
+        self._facts = {}  # the kernel's layout, the precision and the preconditioner may change
         if isinstance(matrix, _Csr):
             self._native.update_values(*matrix.arrays())
         else:  # the caller's device arrays, as they are: the pattern is compared and the values copied on the device
@@ -606,6 +605,16 @@ class Solver:
             _device.synchronize(matrix.kind, matrix.device)
             self._native.update_values_device(matrix.shape[0], matrix.shape[1], matrix.nnz, *matrix.pointers())
         return self
+
+    def _setup_facts(self, k):
+        """(kernel at width k, kernel_reason, precision, setup_phases, preconditioner): what every result reports
+        of the setup, read from the library once per width (a small solve's Python cost: ~20 us a call) and again
+        after update_values."""
+        facts = self._facts.get(k)
+        if facts is None:
+            facts = (self.kernel(k), self.kernel_reason, self.precision, self._native.setup_phases, self.preconditioner)
+            self._facts[k] = facts
+        return facts
 
     def _new_stop(self, stop):
         """The stop rule handed to every native solve, which sets it under the solver's lock (two threads sharing
