@@ -1,6 +1,8 @@
 #include "kernels/device_formats.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 
 namespace spcg {
 
@@ -13,11 +15,35 @@ DeviceArray<T> up(const std::vector<T, Alloc>& h, const char* what, SetupInfo& i
 }
 }  // namespace
 
+void DeviceCsr::require_narrow(const std::string& reader) const {
+  if (wide())
+    throw FormatRefused(reader + " refused: " + std::to_string(nnz) + " entries, more than its 32-bit row offsets address");
+}
+
+void upload_row_offsets(DeviceCsr& d, const HostVector<RowOffset>& row_ptr, const char* what, bool force_wide) {
+  if (force_wide || d.nnz > std::numeric_limits<int32_t>::max()) {
+    d.row_ptr = DeviceArray<int32_t>();
+    d.wide_row_ptr = DeviceArray<int64_t>(row_ptr, what);
+    return;
+  }
+  HostVector<int32_t> narrow(row_ptr.size());
+  for (size_t i = 0; i < row_ptr.size(); ++i) narrow[i] = static_cast<int32_t>(row_ptr[i]);
+  d.wide_row_ptr = DeviceArray<int64_t>();
+  d.row_ptr = DeviceArray<int32_t>(narrow, what);
+}
+
+HostVector<RowOffset> download_row_offsets(const DeviceCsr& d) {
+  if (d.wide()) return d.wide_row_ptr.download<HostVector<RowOffset>>();
+  const HostVector<int32_t> narrow = d.row_ptr.download<HostVector<int32_t>>();
+  return HostVector<RowOffset>(narrow.begin(), narrow.end());
+}
+
 DeviceCsr upload_csr(const CsrMatrix& a, SetupInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   DeviceCsr d;
   d.rows = a.rows, d.cols = a.cols, d.nnz = a.nnz();
-  d.row_ptr = up(a.row_ptr, "CSR row pointers", info);
+  upload_row_offsets(d, a.row_ptr, "CSR row pointers");
+  info.device_bytes += static_cast<int64_t>(d.row_ptr.bytes() + d.wide_row_ptr.bytes());
   d.col_idx = up(a.col_idx, "CSR column indices", info);
   d.values = up(a.values, "CSR values", info);
   info.upload_ms += ms_since(t0);

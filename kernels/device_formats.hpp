@@ -1,6 +1,8 @@
 #pragma once
 // Device copies of the host layouts in sparse/formats.hpp. Uploading records its time and bytes in SetupInfo.
 #include <chrono>
+#include <limits>
+#include <string>
 
 #include "kernels/device_array.hpp"
 #include "sparse/formats.hpp"
@@ -12,9 +14,31 @@ namespace spcg {
 struct DeviceCsr {
   int32_t rows = 0, cols = 0;
   int64_t nnz = 0;
-  DeviceArray<int32_t> row_ptr, col_idx;
+  // Row offsets: int32 where the entries fit (every one-GPU matrix; what the CSR kernels read), else 64-bit in
+  // wide_row_ptr with row_ptr empty (a rank's share past 2^31 entries: only the setup's statistics, its DIA
+  // layout and the diagonal read those; every operator that reads CSR refuses it, require_narrow).
+  DeviceArray<int32_t> row_ptr;
+  DeviceArray<int64_t> wide_row_ptr;
+  DeviceArray<int32_t> col_idx;
   DeviceArray<double> values;
+  bool wide() const { return wide_row_ptr.size() > 0; }
+  // FormatRefused naming `reader` when the offsets are 64-bit.
+  void require_narrow(const std::string& reader) const;
 };
+
+// f(offsets) with the row offsets as stored (const int32_t* or const int64_t*): a kernel templated on the offset
+// type reads either.
+template <class F>
+decltype(auto) with_row_offsets(const DeviceCsr& a, F&& f) {
+  if (a.wide()) return f(static_cast<const int64_t*>(a.wide_row_ptr.data()));
+  return f(static_cast<const int32_t*>(a.row_ptr.data()));
+}
+
+// A CSR's 64-bit host offsets as the device stores them (d.nnz set): int32 where the entries fit, else as they are
+// (or as they are anyway with force_wide: the tests' small matrices through the wide kernels).
+void upload_row_offsets(DeviceCsr& d, const HostVector<RowOffset>& row_ptr, const char* what, bool force_wide = false);
+// Its offsets back on the host.
+HostVector<RowOffset> download_row_offsets(const DeviceCsr& d);
 struct DeviceCoo {
   int32_t rows = 0, cols = 0;
   int64_t nnz = 0;

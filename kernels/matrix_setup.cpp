@@ -9,8 +9,9 @@ namespace spcg {
 
 std::shared_ptr<const DeviceCsr> shared_csr(const MatrixSetup& m, SetupInfo& info) {
   const std::shared_ptr<const DeviceCsr>& c = m.device_csr();
+  c->require_narrow("a CSR kernel");
   info.format = "csr";
-  info.device_bytes += static_cast<int64_t>(c->row_ptr.bytes() + c->col_idx.bytes() + c->values.bytes());
+  info.device_bytes += static_cast<int64_t>(c->row_ptr.bytes() + c->wide_row_ptr.bytes() + c->col_idx.bytes() + c->values.bytes());
   return c;
 }
 
@@ -39,7 +40,7 @@ size_t MatrixSetup::release_unheld() const {
   if (!host_) return 0;
   size_t bytes = 0;
   if (device_ && device_.use_count() == 1) {
-    bytes += device_->row_ptr.bytes() + device_->col_idx.bytes() + device_->values.bytes();
+    bytes += device_->row_ptr.bytes() + device_->wide_row_ptr.bytes() + device_->col_idx.bytes() + device_->values.bytes();
     device_.reset();
   }
   for (auto it = dia_.begin(); it != dia_.end();) {
@@ -58,7 +59,7 @@ const CsrMatrix& MatrixSetup::host() const {
   if (!downloaded_) {
     auto h = std::make_unique<CsrMatrix>();
     h->rows = rows_, h->cols = cols_;
-    h->row_ptr = device_->row_ptr.download<HostVector<int32_t>>();
+    h->row_ptr = download_row_offsets(*device_);
     h->col_idx = device_->col_idx.download<HostVector<int32_t>>();
     h->values = device_->values.download<HostVector<double>>();
     downloaded_ = std::move(h);
@@ -72,11 +73,10 @@ const std::shared_ptr<const DeviceCsr>& MatrixSetup::device_csr() const {
     const auto t0 = std::chrono::steady_clock::now();
     auto d = std::make_shared<DeviceCsr>();
     d->rows = host.rows, d->cols = host.cols, d->nnz = host.nnz();
-    d->row_ptr = DeviceArray<int32_t>(host.row_ptr.size(), "CSR row pointers");
+    upload_row_offsets(*d, host.row_ptr, "CSR row pointers");  // (n + 1 offsets: narrowed on the host where they fit)
     d->col_idx = DeviceArray<int32_t>(host.col_idx.size(), "CSR column indices");
     d->values = DeviceArray<double>(host.values.size(), "CSR values");
     uploader_ = std::make_unique<PinnedUploader>();
-    uploader_->copy(d->row_ptr.data(), host.row_ptr.data(), d->row_ptr.bytes());
     uploader_->copy(d->col_idx.data(), host.col_idx.data(), d->col_idx.bytes());
     uploader_->copy(d->values.data(), host.values.data(), d->values.bytes());
     uploader_->finish();

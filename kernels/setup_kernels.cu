@@ -51,8 +51,9 @@ __device__ __forceinline__ T warp_reduce(T v, int op) {  // op 0 sum, 1 min, 2 m
 __device__ __forceinline__ double host_max(double a, double b) { return a < b ? b : a; }
 
 // Row statistics: one thread per row, its entries in order (the off-diagonal sum is the host's, term by term).
+template <class Offset>  // the row offsets as stored: int32, or 64-bit past 2^31 entries
 __global__ void __launch_bounds__(SetupTuning::threads)
-    stats_rows_kernel(int rows, const int* __restrict__ rp, const int* __restrict__ ci, const double* __restrict__ val,
+    stats_rows_kernel(int rows, const Offset* __restrict__ rp, const int* __restrict__ ci, const double* __restrict__ val,
                       unsigned char* __restrict__ diagonal_seen, DeviceTotals* out) {
   __shared__ unsigned long long histogram[StatsTotals::kBuckets];
   for (int b = threadIdx.x; b < StatsTotals::kBuckets; b += blockDim.x) histogram[b] = 0;
@@ -62,14 +63,14 @@ __global__ void __launch_bounds__(SetupTuning::threads)
   long long row_min = LLONG_MAX, row_max = 0, band = 0, first_nonpos = LLONG_MAX;
   double max_abs = 0;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x) {
-    const int b = rp[i], e = rp[i + 1];
+    const Offset b = rp[i], e = rp[i + 1];
     const long long len = e - b;
     row_min = min(row_min, len), row_max = max(row_max, len);
     sum += len, sum_sq += static_cast<unsigned long long>(len * len), empty += len == 0;
     atomicAdd(&histogram[len == 0 ? 0 : 64 - __clzll(len)], 1ull);
     double diag = 0, off = 0;
     bool has_diag = false;
-    for (int p = b; p < e; ++p) {
+    for (Offset p = b; p < e; ++p) {
       const int j = ci[p];
       const double v = val[p];
       non_finite += !isfinite(v);
@@ -115,8 +116,8 @@ __global__ void __launch_bounds__(SetupTuning::threads)
 // consecutive rows: a lane checks a short row alone, the whole warp strides over a long one (a dense row's
 // thousands of dependent searches would serialise on one thread; a warp for every 7-entry row idles 25 lanes).
 // Without BothTriangles only the upper entries look; the lower ones are counted (stats.cpp explains the check).
-template <bool BothTriangles>
-__device__ __forceinline__ void check_mirror(int64_t i, int p, const int* __restrict__ rp, const int* __restrict__ ci,
+template <bool BothTriangles, class Offset>
+__device__ __forceinline__ void check_mirror(int64_t i, Offset p, const Offset* __restrict__ rp, const int* __restrict__ ci,
                                              const double* __restrict__ val, unsigned long long& lower,
                                              unsigned long long& matched, unsigned long long& unmatched,
                                              double& max_asym) {
@@ -126,9 +127,9 @@ __device__ __forceinline__ void check_mirror(int64_t i, int p, const int* __rest
     ++lower;
     return;
   }
-  int lo = rp[j], hi = rp[j + 1];
+  Offset lo = rp[j], hi = rp[j + 1];
   while (lo < hi) {
-    const int mid = lo + ((hi - lo) >> 1);  // lo + hi passes int32 beyond 2^30 entries (poisson3d:600 did)
+    const Offset mid = lo + ((hi - lo) >> 1);  // lo + hi passes int32 beyond 2^30 entries (poisson3d:600 did)
     if (ci[mid] < i) lo = mid + 1;
     else hi = mid;
   }
@@ -140,9 +141,9 @@ __device__ __forceinline__ void check_mirror(int64_t i, int p, const int* __rest
   if (scale > 0) max_asym = host_max(max_asym, fabs(v - vji) / scale);
 }
 
-template <bool BothTriangles>
+template <bool BothTriangles, class Offset>
 __global__ void __launch_bounds__(SetupTuning::threads)
-    stats_symmetry_kernel(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
+    stats_symmetry_kernel(int rows, const Offset* __restrict__ rp, const int* __restrict__ ci,
                           const double* __restrict__ val, DeviceTotals* out) {
   constexpr int kLongRow = 32;
   unsigned long long lower = 0, matched = 0, unmatched = 0;
@@ -151,15 +152,15 @@ __global__ void __launch_bounds__(SetupTuning::threads)
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
   for (int64_t first = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32 * 32; first < rows; first += warps * 32) {
     const int64_t i = first + lane;
-    const int b = i < rows ? rp[i] : 0, e = i < rows ? rp[i + 1] : 0;
+    const Offset b = i < rows ? rp[i] : 0, e = i < rows ? rp[i + 1] : 0;
     const bool long_row = e - b > kLongRow;
     if (!long_row)
-      for (int p = b; p < e; ++p) check_mirror<BothTriangles>(i, p, rp, ci, val, lower, matched, unmatched, max_asym);
+      for (Offset p = b; p < e; ++p) check_mirror<BothTriangles>(i, p, rp, ci, val, lower, matched, unmatched, max_asym);
     for (unsigned todo = __ballot_sync(0xffffffffu, long_row); todo; todo &= todo - 1) {
       const int owner = __ffs(todo) - 1;
       const int64_t row = first + owner;
-      const int rb = __shfl_sync(0xffffffffu, b, owner), re = __shfl_sync(0xffffffffu, e, owner);
-      for (int p = rb + lane; p < re; p += 32)
+      const Offset rb = __shfl_sync(0xffffffffu, b, owner), re = __shfl_sync(0xffffffffu, e, owner);
+      for (Offset p = rb + lane; p < re; p += 32)
         check_mirror<BothTriangles>(row, p, rp, ci, val, lower, matched, unmatched, max_asym);
     }
   }
@@ -182,9 +183,10 @@ __global__ void count_flags_kernel(int64_t n, const unsigned char* __restrict__ 
 }
 
 // The diagonal entry of row `row` (0 when absent), for the first non-positive one's value.
-__global__ void diagonal_value_kernel(int row, const int* rp, const int* ci, const double* val, double* out) {
+template <class Offset>
+__global__ void diagonal_value_kernel(int row, const Offset* rp, const int* ci, const double* val, double* out) {
   double d = 0;
-  for (int p = rp[row]; p < rp[row + 1]; ++p)
+  for (Offset p = rp[row]; p < rp[row + 1]; ++p)
     if (ci[p] == row) d = val[p];
   *out = d;
 }
@@ -194,11 +196,12 @@ __global__ void slot_kernel(int diagonals, const int* __restrict__ occupied, int
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k < diagonals) slot_of[occupied[k]] = k;
 }
-__global__ void dia_scatter_kernel(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
+template <class Offset>
+__global__ void dia_scatter_kernel(int rows, const Offset* __restrict__ rp, const int* __restrict__ ci,
                                    const double* __restrict__ val, const int* __restrict__ slot_of, int64_t stride,
                                    double* __restrict__ out) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x)
-    for (int p = rp[i]; p < rp[i + 1]; ++p) out[int64_t{slot_of[ci[p] - i + rows - 1]} * stride + i] = val[p];
+    for (Offset p = rp[i]; p < rp[i + 1]; ++p) out[int64_t{slot_of[ci[p] - i + rows - 1]} * stride + i] = val[p];
 }
 // dia_is_symmetric's comparison: offset -o of row i against offset +o of row i - o, for every negative offset.
 __global__ void dia_mirror_kernel(int rows, int diagonals, const int* __restrict__ offsets, const double* __restrict__ v,
@@ -323,20 +326,26 @@ StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagon
   std::memset(&h, 0, sizeof h);
   h.row_min = h.first_nonpositive_row = LLONG_MAX;
   CHECK_CUDA(cudaMemcpyAsync(totals.data(), &h, sizeof h, cudaMemcpyHostToDevice, s));
-  stats_rows_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(
-      a.rows, a.row_ptr.data(), a.col_idx.data(), a.values.data(), diagonal_seen.data(), totals.data());
+  with_row_offsets(a, [&](auto rp) {
+    stats_rows_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, rp, a.col_idx.data(), a.values.data(),
+                                                                           diagonal_seen.data(), totals.data());
+  });
   CHECK_LAUNCH("statistics");
   if (a.rows == a.cols) {
     const int warp_blocks = blocks_for(a.rows);  // a thread per row, a warp per 32 rows
-    stats_symmetry_kernel<false><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                              a.values.data(), totals.data());
+    with_row_offsets(a, [&](auto rp) {
+      stats_symmetry_kernel<false><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, rp, a.col_idx.data(),
+                                                                                a.values.data(), totals.data());
+    });
     CHECK_LAUNCH("statistics: symmetry");
     h = fetch(totals.data(), s);
     if (h.unmatched > 0 || h.lower_entries != h.matched_upper) {  // unmatched entries: look from both sides
       h.lower_entries = h.matched_upper = h.unmatched = h.max_asymmetry_bits = 0;
       CHECK_CUDA(cudaMemcpyAsync(totals.data(), &h, sizeof h, cudaMemcpyHostToDevice, s));
-      stats_symmetry_kernel<true><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                               a.values.data(), totals.data());
+      with_row_offsets(a, [&](auto rp) {
+        stats_symmetry_kernel<true><<<warp_blocks, SetupTuning::threads, 0, s>>>(a.rows, rp, a.col_idx.data(),
+                                                                                 a.values.data(), totals.data());
+      });
       CHECK_LAUNCH("statistics: symmetry, both triangles");
     }
   }
@@ -361,8 +370,10 @@ StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagon
   if (h.nonpositive_diagonal > 0) {
     t.first_nonpositive_row = h.first_nonpositive_row;
     DeviceArray<double> d(1, "diagonal value");
-    diagonal_value_kernel<<<1, 1, 0, s>>>(static_cast<int>(h.first_nonpositive_row), a.row_ptr.data(),
-                                          a.col_idx.data(), a.values.data(), d.data());
+    with_row_offsets(a, [&](auto rp) {
+      diagonal_value_kernel<<<1, 1, 0, s>>>(static_cast<int>(h.first_nonpositive_row), rp, a.col_idx.data(),
+                                            a.values.data(), d.data());
+    });
     CHECK_LAUNCH("statistics: diagonal value");
     t.first_nonpositive_value = fetch(d.data(), s);
   }
@@ -393,9 +404,10 @@ DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_se
     CHECK_LAUNCH("DIA slots");
     DeviceArray<double> values(static_cast<size_t>(d.stride) * m, "DIA values");
     CHECK_CUDA(cudaMemsetAsync(values.data(), 0, values.bytes(), s));
-    dia_scatter_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                            a.values.data(), slot_of.data(), d.stride,
-                                                                            values.data());
+    with_row_offsets(a, [&](auto rp) {
+      dia_scatter_kernel<<<blocks_for(a.rows), SetupTuning::threads, 0, s>>>(a.rows, rp, a.col_idx.data(), a.values.data(),
+                                                                              slot_of.data(), d.stride, values.data());
+    });
     CHECK_LAUNCH("DIA scatter");
     CHECK_CUDA(cudaMemcpyAsync(offsets.data(), occupied.data(), sizeof(int32_t) * m, cudaMemcpyDeviceToHost, s));
     CHECK_CUDA(cudaStreamSynchronize(s));
@@ -439,6 +451,7 @@ DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_se
 }
 
 DeviceSell device_sell32(const DeviceCsr& a, double max_fill, cudaStream_t s) {
+  a.require_narrow("the SELL conversion");
   DeviceSell d;
   d.rows = a.rows, d.cols = a.cols, d.slice_height = 32;
   const int64_t slices = (int64_t{a.rows} + 31) / 32;
@@ -471,6 +484,7 @@ DeviceSell device_sell32(const DeviceCsr& a, double max_fill, cudaStream_t s) {
 }
 
 DeviceHyb device_hyb(const DeviceCsr& a, int32_t row_max, cudaStream_t s) {
+  a.require_narrow("the HYB conversion");
   DeviceHyb h;
   h.ell.rows = h.coo.rows = a.rows, h.ell.cols = h.coo.cols = a.cols;
   int32_t limit = 0;
@@ -516,6 +530,7 @@ DeviceHyb device_hyb(const DeviceCsr& a, int32_t row_max, cudaStream_t s) {
 }
 
 DeviceEll device_ell(const DeviceCsr& a, int32_t width, cudaStream_t s) {
+  a.require_narrow("the ELL conversion");
   DeviceEll d;
   d.rows = a.rows, d.cols = a.cols, d.width = width;
   const size_t total = static_cast<size_t>(a.rows) * width;

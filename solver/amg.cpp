@@ -106,6 +106,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   levels_.reserve(static_cast<size_t>(std::max(1, o.max_levels)) + 1);  // Level& stays valid while levels are added
   levels_.emplace_back();
   levels_[0].a = in.matrix.device_csr();
+  levels_[0].a->require_narrow("AMG");
   levels_[0].op = &in.product;
   // An update remakes kept's level kernels (remake_operator: its choice, not a new one) on the new values.
   auto level_operator = [&](const LinearOperator* was, const MatrixSetup& m) {

@@ -175,10 +175,10 @@ std::string pattern_difference(const CsrMatrix& kept, const CsrMatrix& a) {
     return "the new matrix's CSR arrays are malformed (" + std::to_string(a.row_ptr.size()) + " row pointers, " +
            std::to_string(a.values.size()) + " values for " + std::to_string(a.nnz()) + " entries)";
   for (int32_t i = 0; i < kept.rows; ++i) {
-    const int32_t begin = a.row_ptr[i], end = a.row_ptr[i + 1];
+    const RowOffset begin = a.row_ptr[i], end = a.row_ptr[i + 1];
     if (begin != kept.row_ptr[i] || end != kept.row_ptr[i + 1])
       return extent_difference(i, begin, end, kept.row_ptr[i], kept.row_ptr[i + 1]);
-    for (int32_t q = begin; q < end; ++q)
+    for (RowOffset q = begin; q < end; ++q)
       if (a.col_idx[q] != kept.col_idx[q]) return column_difference(i, q - begin, a.col_idx[q], kept.col_idx[q]);
   }
   return "";

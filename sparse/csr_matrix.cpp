@@ -2,11 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "spcg/error.hpp"
 
 namespace spcg {
+
+HostVector<int32_t> row_offsets32(const CsrMatrix& a) {
+  if (a.nnz() > std::numeric_limits<int32_t>::max())
+    throw Error("row_offsets32: " + std::to_string(a.nnz()) + " entries do not fit 32-bit row offsets");
+  HostVector<int32_t> out(a.row_ptr.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int32_t>(a.row_ptr[i]);
+  return out;
+}
 
 void CsrMatrix::validate(const std::string& what) const {
   auto fail = [&](const std::string& m) { throw Error(what + ": invalid CSR: " + m); };

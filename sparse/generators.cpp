@@ -36,8 +36,8 @@ void fill_stencil_rows(Rows& a, int32_t nx, int32_t ny, int32_t nz, std::vector<
   std::sort(pts.begin(), pts.end(), [&](const StencilPoint& a, const StencilPoint& b) {
     return (int64_t{a.dz} * ny + a.dy) * nx + a.dx < (int64_t{b.dz} * ny + b.dy) * nx + b.dx;
   });
-  // Whole grid: the exact count (boundary rows are shorter) refuses an over-large grid before any work. A row
-  // range is checked as its rows are counted.
+  // Whole grid (one GPU's matrix): the exact count (boundary rows are shorter) refuses an over-large grid before
+  // any work. A rank's row range may pass int32's entries (its row offsets are 64-bit).
   if (row_begin == 0 && row_end == n) {
     int64_t exact = 0;
     for (const auto& p : pts)
@@ -76,18 +76,12 @@ void fill_stencil_rows(Rows& a, int32_t nx, int32_t ny, int32_t nz, std::vector<
     for (const auto& p : pts) count += inside(p, x, y, z);
     a.row_ptr[static_cast<size_t>(row - row_begin) + 1] = count;
   });
-  int64_t total = 0;
-  for (size_t i = 1; i < a.row_ptr.size(); ++i) {
-    total += a.row_ptr[i];
-    if (total > std::numeric_limits<int32_t>::max())
-      throw InputError(name, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
-                                    ") hold more nonzeros than int32 indexing allows: use more ranks");
-    a.row_ptr[i] = static_cast<int32_t>(total);
-  }
+  RowOffset total = 0;
+  for (size_t i = 1; i < a.row_ptr.size(); ++i) total += a.row_ptr[i], a.row_ptr[i] = total;
   a.col_idx.resize(static_cast<size_t>(total));
   a.values.resize(static_cast<size_t>(total));
   for_rows([&](int64_t row, int32_t x, int32_t y, int32_t z) {
-    int32_t at = a.row_ptr[static_cast<size_t>(row - row_begin)];
+    RowOffset at = a.row_ptr[static_cast<size_t>(row - row_begin)];
     for (const auto& p : pts)
       if (inside(p, x, y, z)) {
         a.col_idx[static_cast<size_t>(at)] = static_cast<Column>((int64_t{z + p.dz} * ny + (y + p.dy)) * nx + (x + p.dx));

@@ -100,7 +100,7 @@ CsrMatrix build_csr(const EntryRules& r, std::vector<Entries>& chunks, int threa
   // Row lengths: each thread counts the rows of an even range of row numbers.
   parallel_for(parts, threads, [&](int64_t t) {
     const uint32_t lo = static_cast<uint32_t>(even_split(n, parts, t)), span = static_cast<uint32_t>(even_split(n, parts, t + 1)) - lo;
-    int32_t* count = a.row_ptr.data() + 1;
+    RowOffset* count = a.row_ptr.data() + 1;
     for (const Entries& c : chunks) {
       if (!c.touches(static_cast<int32_t>(lo), static_cast<int32_t>(lo + span))) continue;
       const int32_t* const ci = c.row;
@@ -267,7 +267,7 @@ std::optional<CsrMatrix> read_two_pass(const EntryRules& r, const TextSource& te
     }
   };
   parallel_for(parts, threads, [&](int64_t t) {
-    int32_t* length = a.row_ptr.data() + 1;
+    RowOffset* length = a.row_ptr.data() + 1;
     for_window_rows(t, [&](int32_t i, int32_t& count) { length[i] += count; });
   });
   for (int32_t i = 0; i < n; ++i) a.row_ptr[i + 1] += a.row_ptr[i];

@@ -75,7 +75,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
     std::vector<GlobalIndex>& mine = halo_of_part[static_cast<size_t>(part)];
     for (int32_t i = first; i < last; ++i) {
       int32_t out = 0;
-      for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
+      for (RowOffset q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
         if (outside(a.col_idx[q])) ++out, mine.push_back(a.col_idx[q]);
       rb.halo.row_ptr[static_cast<size_t>(i) + 1] = out;
     }
@@ -92,8 +92,8 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
   if (!halo.empty())
     for_parts([&](int32_t first, int32_t last, int64_t) {
       for (int32_t i = first; i < last; ++i) {
-        int32_t h = rb.halo.row_ptr[i];
-        for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
+        RowOffset h = rb.halo.row_ptr[i];
+        for (RowOffset q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
           const GlobalIndex c = a.col_idx[q];
           if (!outside(c)) continue;
           // the slot order is the column order: a row's halo entries stay sorted
@@ -113,7 +113,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
   }();
   if (halo.empty()) {
     for_parts([&](int32_t first, int32_t last, int64_t) {
-      for (int32_t q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local_cols[q] = static_cast<int32_t>(a.col_idx[q] - b);
+      for (RowOffset q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local_cols[q] = static_cast<int32_t>(a.col_idx[q] - b);
     });
   } else {
     // Entries move down only: row i's local entries go to old_ptr[i] - (halo entries before row i). Every part of
@@ -123,28 +123,28 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
     const int64_t compact_parts = std::min<int64_t>(rows, 2 * int64_t{hardware_threads()});
     auto part_first = [&](int64_t t) { return static_cast<int32_t>(even_split(rows, compact_parts, t)); };
     auto destination = [&](int32_t i) { return a.row_ptr[i] - rb.halo.row_ptr[i]; };
-    std::vector<int32_t> window_begin(static_cast<size_t>(compact_parts)), window_end(static_cast<size_t>(compact_parts));
+    std::vector<RowOffset> window_begin(static_cast<size_t>(compact_parts)), window_end(static_cast<size_t>(compact_parts));
     std::vector<std::vector<Column>> saved_cols(static_cast<size_t>(compact_parts));
     std::vector<std::vector<double>> saved_values(static_cast<size_t>(compact_parts));
     parallel_for(compact_parts, hardware_threads(), [&](int64_t t) {
       const int32_t next = part_first(t + 1);
-      const int32_t lo = next < rows ? destination(next) : a.row_ptr[rows], hi = a.row_ptr[next];
+      const RowOffset lo = next < rows ? destination(next) : a.row_ptr[rows], hi = a.row_ptr[next];
       window_begin[t] = lo, window_end[t] = hi;
       saved_cols[t].assign(a.col_idx.begin() + lo, a.col_idx.begin() + hi);
       saved_values[t].assign(a.values.begin() + lo, a.values.begin() + hi);
     });
     parallel_for(compact_parts, hardware_threads(), [&](int64_t t) {
-      const int32_t lo = window_begin[t];
-      int32_t w = destination(part_first(t));
+      const RowOffset lo = window_begin[t];
+      RowOffset w = destination(part_first(t));
       for (int32_t i = part_first(t); i < part_first(t + 1); ++i)
-        for (int32_t q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
+        for (RowOffset q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
           const bool saved = q >= lo;
           const GlobalIndex c = saved ? saved_cols[t][q - lo] : a.col_idx[q];
           if (outside(c)) continue;
           local_cols[w] = static_cast<int32_t>(c - b), a.values[w++] = saved ? saved_values[t][q - lo] : a.values[q];
         }
     });
-    const int32_t kept = a.row_ptr[rows] - rb.halo.row_ptr[rows];
+    const RowOffset kept = a.row_ptr[rows] - rb.halo.row_ptr[rows];
     for_parts([&](int32_t first, int32_t last, int64_t) {
       for (int32_t i = first; i < last; ++i) a.row_ptr[i] = destination(i);
     });
@@ -203,7 +203,7 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
     if (q == rank) continue;
     std::vector<int32_t> cols;
     for (int32_t i = static_cast<int32_t>(p.begin(q)); i < p.end(q); ++i)
-      for (int32_t k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k)
+      for (RowOffset k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k)
         if (a.col_idx[k] >= b && a.col_idx[k] < e) cols.push_back(a.col_idx[k] - b);
     if (cols.empty()) continue;
     std::sort(cols.begin(), cols.end());
@@ -222,7 +222,7 @@ void sends_by_symmetry(RankBlocks& rb, const RowPartition& p) {
   const CsrMatrix& h = rb.halo;
   for (int32_t i = 0; i < h.rows; ++i) {
     int last = -1;
-    for (int32_t k = h.row_ptr[i]; k < h.row_ptr[i + 1]; ++k) {  // sorted columns: owners in increasing order
+    for (RowOffset k = h.row_ptr[i]; k < h.row_ptr[i + 1]; ++k) {  // sorted columns: owners in increasing order
       const int q = p.owner(rb.plan.halo_columns[static_cast<size_t>(h.col_idx[k])]);
       if (q != last) to[static_cast<size_t>(q)].push_back(i), last = q;
     }
@@ -314,8 +314,8 @@ std::vector<std::vector<double>> distributed_spmv_in_process(const std::vector<R
     y[r].assign(static_cast<size_t>(rb.local.rows), 0.0);
     for (int32_t i = 0; i < rb.local.rows; ++i) {
       double s = 0;
-      for (int32_t q = rb.local.row_ptr[i]; q < rb.local.row_ptr[i + 1]; ++q) s += rb.local.values[q] * x_parts[r][rb.local.col_idx[q]];
-      for (int32_t q = rb.halo.row_ptr[i]; q < rb.halo.row_ptr[i + 1]; ++q) s += rb.halo.values[q] * halo[r][rb.halo.col_idx[q]];
+      for (RowOffset q = rb.local.row_ptr[i]; q < rb.local.row_ptr[i + 1]; ++q) s += rb.local.values[q] * x_parts[r][rb.local.col_idx[q]];
+      for (RowOffset q = rb.halo.row_ptr[i]; q < rb.halo.row_ptr[i + 1]; ++q) s += rb.halo.values[q] * halo[r][rb.halo.col_idx[q]];
       y[r][static_cast<size_t>(i)] = s;
     }
   }

@@ -890,7 +890,7 @@ TEST_F(GpuApi, FingerprintIsTheHostDefinition) {
 TEST_F(GpuApi, FingerprintOfADeviceCsrSeesEveryChangeOnTheCallersStream) {
   CsrMatrix a = poisson2d_5pt(40);
   const std::array<uint64_t, 3> want = host_fingerprint(a);
-  DeviceArray<int32_t> rp(a.row_ptr), ci(a.col_idx);
+  DeviceArray<int32_t> rp(row_offsets32(a)), ci(a.col_idx);
   DeviceArray<double> va(a.values);
   const DeviceCsrRef ref{a.rows, a.cols, a.nnz(), rp.data(), ci.data(), va.data()};
   EXPECT_EQ(fingerprint(ref), want);

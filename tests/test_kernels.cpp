@@ -25,6 +25,7 @@
 #include "tests/test_util.hpp"
 #include "kernels/variants/row_blocks.hpp"
 #include "kernels/solver_ops/vector_ops.hpp"
+#include "kernels/precond/amg_kernels.hpp"
 #include "tests/host_operator.hpp"
 
 using namespace spcg;
@@ -339,6 +340,69 @@ TEST_P(DeviceSetupVsHost, StatisticsAndLayoutsEqualTheHostOnes) {
     EXPECT_EQ(ell.col_idx.download(), host_ell.col_idx);
     EXPECT_EQ(ell.values.download(), host_ell.values);
   }
+}
+
+// 64-bit row offsets (a rank's share past 2^31 entries), forced on the test matrices: the setup's own kernels
+// (statistics, the DIA layout, the inverse diagonal) give what the 32-bit offsets give, a DIA operator built on
+// them multiplies as the host does, and every kernel that reads CSR refuses them with FormatRefused.
+TEST_P(DeviceSetupVsHost, WideRowOffsetsGiveTheSameSetup) {
+  const CsrMatrix a = make_matrix(GetParam());
+  const MatrixSetup narrow(a, 3);
+  auto d = std::make_shared<DeviceCsr>();
+  d->rows = a.rows, d->cols = a.cols, d->nnz = a.nnz();
+  upload_row_offsets(*d, a.row_ptr, "test wide offsets", /*force_wide=*/true);
+  d->col_idx = DeviceArray<int32_t>(a.col_idx, "test columns");
+  d->values = DeviceArray<double>(a.values, "test values");
+  ASSERT_TRUE(d->wide());
+  EXPECT_EQ(d->row_ptr.size(), 0u);
+  const MatrixSetup wide(std::shared_ptr<const DeviceCsr>(d), 3);
+  const std::string what = GetParam() + " (64-bit offsets)";
+  expect_same_stats(wide.stats(), narrow.stats(), what);
+  EXPECT_EQ(wide.host().row_ptr, a.row_ptr) << what;  // downloaded as they are
+  for (const bool allow_symmetric : {false, true}) {
+    std::shared_ptr<const DeviceDia> want, got;
+    bool want_refused = false, got_refused = false;
+    try {
+      want = narrow.dia("test", 64, 1 << 30, allow_symmetric);
+    } catch (const FormatRefused&) {
+      want_refused = true;
+    }
+    try {
+      got = wide.dia("test", 64, 1 << 30, allow_symmetric);
+    } catch (const FormatRefused&) {
+      got_refused = true;
+    }
+    ASSERT_EQ(got_refused, want_refused) << what;
+    if (want_refused) continue;
+    EXPECT_EQ(got->offsets.download(), want->offsets.download()) << what;
+    EXPECT_EQ(got->values.download(), want->values.download()) << what;
+    EXPECT_EQ(got->symmetric, want->symmetric) << what;
+  }
+  if (a.rows == a.cols && a.rows > 0) {
+    DeviceArray<double> dn(static_cast<size_t>(a.rows), "test inverse diagonal"), dw(static_cast<size_t>(a.rows), "test inverse diagonal");
+    const DiagonalSummary sn = inverse_diagonal(*narrow.device_csr(), dn.data(), 0), sw = inverse_diagonal(*d, dw.data(), 0);
+    EXPECT_EQ(dw.download(), dn.download()) << what;
+    EXPECT_EQ(sw.first_nonpositive, sn.first_nonpositive) << what;
+    EXPECT_EQ(sw.min, sn.min) << what;
+    EXPECT_EQ(sw.max, sn.max) << what;
+  }
+  // a DIA operator on them: y = A x as the host computes it
+  try {
+    const auto op = make_operator("dia", wide);
+    const DenseBlock x = random_block(a.cols, 1, 5);
+    DenseBlock want(a.rows, 1);
+    reference_spmm(a, 1.0, x, 0.0, want);
+    DeviceArray<double> dx(x.data, "test x"), dy(static_cast<size_t>(a.rows), "test y");
+    op->apply(1.0, dx.data(), 0.0, dy.data(), 1);
+    const std::vector<double> got = dy.download();
+    for (int32_t i = 0; i < a.rows; ++i)
+      ASSERT_NEAR(got[static_cast<size_t>(i)], want.at(i, 0), 1e-12 * (1 + std::abs(want.at(i, 0)))) << what << " row " << i;
+  } catch (const FormatRefused&) {  // (DIA refuses some matrices whatever their offsets)
+  }
+  EXPECT_THROW(make_operator("csr-vector", wide), FormatRefused) << what;
+  EXPECT_THROW(device_sell32(*d, 64), FormatRefused) << what;
+  EXPECT_THROW(device_ell(*d, 1), FormatRefused) << what;
+  EXPECT_THROW(device_hyb(*d, 1), FormatRefused) << what;
 }
 
 std::string matrix_param_name(const ::testing::TestParamInfo<std::string>& info) {
@@ -856,7 +920,7 @@ TEST(RowBlocks, GreedyBinningAndLongRowPieces) {
   lengths.push_back(7000);
   SplitMix64 rng(9);
   for (int i = 0; i < 300; ++i) lengths.push_back(static_cast<int32_t>(rng.uniform() * 40));
-  std::vector<int32_t> row_ptr = {0};
+  std::vector<RowOffset> row_ptr = {0};
   for (int32_t l : lengths) row_ptr.push_back(row_ptr.back() + l);
   const int32_t rows = static_cast<int32_t>(lengths.size());
   const RowBinning b = make_row_blocks(row_ptr.data(), rows);

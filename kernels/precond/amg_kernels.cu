@@ -41,14 +41,15 @@ struct DiagonalBits {
 };
 
 // One atomic per warp, not per row: 8M rows' atomics on one address serialised in L2 (16 ms at 8M rows).
-__global__ void inverse_diagonal_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+template <class Offset>  // the row offsets as stored: int32, or 64-bit past 2^31 entries (a rank's share)
+__global__ void inverse_diagonal_kernel(int32_t n, const Offset* __restrict__ rp, const int32_t* __restrict__ ci,
                                         const double* __restrict__ v, double* __restrict__ dinv, DiagonalBits* out) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   int32_t nonpositive = INT32_MAX;
   unsigned long long lo = ~0ULL, hi = 0ULL;
   if (i < n) {
     double di = 0;
-    for (int32_t p = rp[i]; p < rp[i + 1]; ++p)
+    for (Offset p = rp[i]; p < rp[i + 1]; ++p)
       if (ci[p] == i) di = v[p];
     dinv[i] = 1.0 / di;
     if (!(di > 0)) {
@@ -576,8 +577,10 @@ DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t 
   const DiagonalBits start{INT32_MAX, ~0ULL, 0ULL};
   DeviceArray<DiagonalBits> bits(1, "diagonal summary");
   CHECK_CUDA(cudaMemcpyAsync(bits.data(), &start, sizeof start, cudaMemcpyHostToDevice, s));
-  inverse_diagonal_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                  a.values.data(), dinv, bits.data());
+  with_row_offsets(a, [&](auto rp) {
+    inverse_diagonal_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, rp, a.col_idx.data(), a.values.data(), dinv,
+                                                                    bits.data());
+  });
   CHECK_LAUNCH("inverse-diagonal");
   DiagonalBits h{};
   CHECK_CUDA(cudaMemcpyAsync(&h, bits.data(), sizeof h, cudaMemcpyDeviceToHost, s));
@@ -854,7 +857,7 @@ void launch_dense_apply(int32_t n, int k, const double* m, const double* r, doub
 CsrMatrix download_csr(const DeviceCsr& a) {
   CsrMatrix h;
   h.rows = a.rows, h.cols = a.cols;
-  h.row_ptr = a.row_ptr.download<decltype(h.row_ptr)>();
+  h.row_ptr = download_row_offsets(a);
   h.col_idx = a.col_idx.download<decltype(h.col_idx)>();
   h.values = a.values.download<decltype(h.values)>();
   if (h.row_ptr.empty()) h.row_ptr.assign(1, 0);
@@ -863,7 +866,7 @@ CsrMatrix download_csr(const DeviceCsr& a) {
 
 std::shared_ptr<DeviceCsr> upload_csr_shared(const CsrMatrix& a) {
   auto d = std::make_shared<DeviceCsr>(empty_csr(a.rows, a.cols, a.nnz(), "uploaded CSR"));
-  d->row_ptr.upload(a.row_ptr);
+  upload_row_offsets(*d, a.row_ptr, "uploaded CSR");
   d->col_idx.upload(a.col_idx);
   d->values.upload(a.values);
   return d;

@@ -441,10 +441,10 @@ int mean_rule_width(int32_t rows, int64_t nnz) {
 int group_width(const PersistentCgView& a) { return a.lanes_per_row > 0 ? a.lanes_per_row : mean_rule_width(a.rows, a.nnz); }
 
 // Long rows of a row-length table at a threshold: how many, in how many pieces.
-std::pair<int64_t, int64_t> long_rows_above(const int32_t* row_ptr, int32_t rows, int32_t threshold) {
+std::pair<int64_t, int64_t> long_rows_above(const RowOffset* row_ptr, int32_t rows, int32_t threshold) {
   int64_t count = 0, pieces = 0;
   for (int32_t i = 0; i < rows; ++i) {
-    const int32_t len = row_ptr[i + 1] - row_ptr[i];
+    const int32_t len = static_cast<int32_t>(row_ptr[i + 1] - row_ptr[i]);
     if (len > threshold) ++count, pieces += (len + kPersistentCgPieceEntries - 1) / kPersistentCgPieceEntries;
   }
   return {count, pieces};
@@ -464,10 +464,10 @@ bool tables_hold(std::pair<int64_t, int64_t> long_rows) {
 // Long rows: more than two chunks would keep a group waiting for three or more gather round trips while a warp
 // per 128-entry piece needs one after its own row, so longer rows become pieces as long as the tables hold them
 // (else the threshold doubles).
-PersistentCgPlan persistent_cg_plan(const int32_t* row_ptr, int32_t rows) {
+PersistentCgPlan persistent_cg_plan(const RowOffset* row_ptr, int32_t rows) {
   if (rows <= 0) return {1, 0};
   constexpr int U = PersistentCgTuning::loads_in_flight;
-  int w = mean_rule_width(rows, row_ptr[rows] - row_ptr[0]);
+  int w = mean_rule_width(rows, static_cast<int64_t>(row_ptr[rows] - row_ptr[0]));
   const int64_t sms = device_sm_count();
   auto blocks_for = [&](int width) {
     const int64_t rows_per_block = PersistentCgTuning::threads / width;
@@ -524,6 +524,7 @@ std::unique_ptr<PersistentCgMatrix> PersistentCgMatrix::make(const MatrixSetup& 
   // well under a millisecond on the host).
   std::unique_ptr<PersistentCgMatrix> m(new PersistentCgMatrix());
   m->csr_ = a.device_csr();
+  m->csr_->require_narrow("persistent CG");
   const CsrMatrix& h = a.host();
   std::vector<int4> pieces;
   std::vector<int2> slots;
@@ -534,8 +535,9 @@ std::unique_ptr<PersistentCgMatrix> PersistentCgMatrix::make(const MatrixSetup& 
     if (h.row_length(i) <= plan.long_row_entries) continue;
     const int first = static_cast<int>(pieces.size());
     slot_of_row[static_cast<size_t>(i)] = static_cast<int32_t>(slots.size());
-    for (int32_t b = h.row_ptr[i]; b < h.row_ptr[i + 1]; b += kPersistentCgPieceEntries)
-      pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, h.row_ptr[i + 1]), static_cast<int>(slots.size())});
+    const int32_t end = static_cast<int32_t>(h.row_ptr[i + 1]);
+    for (int32_t b = static_cast<int32_t>(h.row_ptr[i]); b < end; b += kPersistentCgPieceEntries)
+      pieces.push_back({i, b, std::min(b + kPersistentCgPieceEntries, end), static_cast<int>(slots.size())});
     slots.push_back({first, static_cast<int>(pieces.size()) - first});
   }
   m->long_pieces_ = DeviceArray<int4>(pieces, "persistent CG long-row pieces");

@@ -78,7 +78,7 @@ struct PersistentCgPlan {
   int32_t lanes_per_row = 1;
   int32_t long_row_entries = 0;
 };
-PersistentCgPlan persistent_cg_plan(const int32_t* row_ptr, int32_t rows);
+PersistentCgPlan persistent_cg_plan(const RowOffset* row_ptr, int32_t rows);  // entries that fit int32
 constexpr int32_t kPersistentCgPieceEntries = 128;
 
 // Whether the persistent path applies (small enough, device supports cooperative launch).

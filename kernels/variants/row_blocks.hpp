@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "spcg/csr_matrix.hpp"
+
 namespace spcg {
 
 // A block is either a run of short rows [first, last) (slot < 0) or piece `piece` of long row `first`,
@@ -33,6 +35,6 @@ struct RowBinning {
 
 // Greedy: extend a block while its entries fit the tile and it has at most max_rows rows; a row longer than the
 // tile becomes ceil(length / piece_entries) pieces (RowBlockTuning).
-RowBinning make_row_blocks(const int32_t* row_ptr, int32_t rows);
+RowBinning make_row_blocks(const RowOffset* row_ptr, int32_t rows);  // entries that fit int32
 
 }  // namespace spcg

@@ -135,7 +135,9 @@ py::array owned_array(Vec&& v, std::vector<py::ssize_t> shape) {
 py::tuple csr_to_python(CsrMatrix&& a) {
   const int32_t rows = a.rows, cols = a.cols;
   const py::ssize_t nnz = static_cast<py::ssize_t>(a.col_idx.size());
-  py::array indptr = owned_array(std::move(a.row_ptr), {static_cast<py::ssize_t>(rows) + 1});
+  // int32 offsets (a file's or a generator's one-GPU matrix fits them), as SciPy keeps them with int32 indices
+  py::array indptr = owned_array(row_offsets32(a), {static_cast<py::ssize_t>(rows) + 1});
+  a.row_ptr = HostVector<RowOffset>();
   py::array indices = owned_array(std::move(a.col_idx), {nnz});
   py::array data = owned_array(std::move(a.values), {nnz});
   return py::make_tuple(rows, cols, indptr, indices, data);
@@ -434,7 +436,7 @@ class PySolver {
         static_cast<size_t>(indptr.shape(0)) != a.row_ptr.size() ||
         static_cast<size_t>(indices.shape(0)) != a.col_idx.size() || static_cast<size_t>(data.shape(0)) != a.values.size())
       return false;
-    return std::memcmp(a.row_ptr.data(), indptr.data(), a.row_ptr.size() * sizeof(int32_t)) == 0 &&
+    return std::equal(a.row_ptr.begin(), a.row_ptr.end(), indptr.data()) &&
            std::memcmp(a.col_idx.data(), indices.data(), a.col_idx.size() * sizeof(int32_t)) == 0 &&
            std::memcmp(a.values.data(), data.data(), a.values.size() * sizeof(double)) == 0;
   }

@@ -16,7 +16,7 @@ using Owned = std::unique_ptr<std::remove_pointer_t<H>, std::integral_constant<d
 
 ReferenceCgResult reference_cusparse_cublas_cg(const CsrMatrix& a, double rtol, int maxit) {
   const int n = a.rows;
-  DeviceArray<int32_t> rp(a.row_ptr, "reference CSR"), ci(a.col_idx, "reference CSR");
+  DeviceArray<int32_t> rp(row_offsets32(a), "reference CSR"), ci(a.col_idx, "reference CSR");
   DeviceArray<double> va(a.values, "reference CSR"), x(std::vector<double>(n, 0.0)), r(std::vector<double>(n, 1.0)),
       p(std::vector<double>(n, 1.0)), q(n);
   cusparseHandle_t sp = nullptr;

@@ -32,7 +32,7 @@ struct RowPartition {
 struct GlobalRows {
   GlobalIndex first_row = 0, global_cols = 0;
   int32_t rows = 0;
-  HostVector<int32_t> row_ptr{0};  // the rank's entries fit int32 (generate_rows refuses a share that does not)
+  HostVector<RowOffset> row_ptr{0};
   HostVector<GlobalIndex> col_idx;
   HostVector<double> values;
   int64_t nnz() const { return static_cast<int64_t>(col_idx.size()); }
