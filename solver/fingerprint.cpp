@@ -1,4 +1,4 @@
-// spcg::fingerprint (spcg/spcg.hpp): the arguments checked here (sizes, element sizes, alignment, and that each
+// spcg::fingerprint, spcg::is_canonical and spcg::canonical_copy (spcg/spcg.hpp): the arguments checked here (sizes, element sizes, alignment, and that each
 // pointer is memory of the current device: a host pointer would fault in the kernel and take the context with
 // it), then one launch (kernels/fingerprint.cu).
 #include <cuda_runtime.h>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/csr_canonical.hpp"
 #include "kernels/fingerprint.hpp"
 #include "spcg/spcg.hpp"
 
@@ -56,9 +57,27 @@ std::vector<uint64_t> fingerprint(const std::vector<DeviceWordsRef>& arrays, CUs
   return hashes;
 }
 
-std::array<uint64_t, 3> fingerprint(const DeviceCsrRef& a, CUstream_st* stream) {
+namespace {
+void check_ref(const DeviceCsrRef& a) {
   if (a.rows < 0 || a.cols < 0 || a.nnz < 0 || (a.rows > 0 && !a.row_ptr) || (a.nnz > 0 && (!a.col_idx || !a.values)))
     throw UsageError("DeviceCsrRef: negative sizes or missing arrays");
+}
+}  // namespace
+
+bool is_canonical(const DeviceCsrRef& a, CUstream_st* stream) {
+  check_ref(a);
+  return device_rows_canonical(a.row_ptr, a.col_idx, a.rows, stream);
+}
+
+int64_t canonical_copy(const DeviceCsrRef& a, int32_t* out_row_ptr, int32_t* out_col_idx, double* out_values,
+                       CUstream_st* stream) {
+  check_ref(a);
+  if (!out_row_ptr || (a.nnz > 0 && (!out_col_idx || !out_values))) throw UsageError("canonical_copy: missing output arrays");
+  return device_canonical_copy(a.row_ptr, a.col_idx, a.values, a.rows, a.nnz, out_row_ptr, out_col_idx, out_values, stream);
+}
+
+std::array<uint64_t, 3> fingerprint(const DeviceCsrRef& a, CUstream_st* stream) {
+  check_ref(a);
   const int64_t row_pointers = a.row_ptr ? int64_t{a.rows} + 1 : 0;  // a null {0} of 0 rows hashes as 0 too
   const std::vector<uint64_t> h = fingerprint(
       {DeviceWordsRef{a.row_ptr, row_pointers, 4}, DeviceWordsRef{a.col_idx, a.nnz, 4}, DeviceWordsRef{a.values, a.nnz, 8}},

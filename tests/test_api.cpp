@@ -921,4 +921,48 @@ TEST_F(GpuApi, FingerprintOfADeviceCsrSeesEveryChangeOnTheCallersStream) {
   }));
 }
 
+// A device CSR put in canonical order: rows of random entries in random order with repeated columns (values that
+// are multiples of 1/4, so the sums are exact in any order) come out as the host's csr_from_triplets makes them;
+// is_canonical says so before and after; empty rows, an empty matrix and the caller's arrays left as they were.
+TEST_F(GpuApi, CanonicalCopyOfADeviceCsrSortsRowsAndSumsDuplicates) {
+  SplitMix64 rng(11);
+  for (const int32_t n : {0, 1, 7, 300}) {
+    std::vector<int32_t> ti, tj;
+    std::vector<double> tv;
+    HostVector<int32_t> row_ptr{0}, col_idx;
+    HostVector<double> values;
+    for (int32_t i = 0; i < n; ++i) {
+      const int length = i % 5 == 3 ? 0 : static_cast<int>(rng.next() % 9);
+      for (int e = 0; e < length; ++e) {
+        const int32_t j = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(std::min(n, 6) + i % 3)) % n;
+        const double v = 0.25 * static_cast<double>(static_cast<int64_t>(rng.next() % 17) - 8);
+        ti.push_back(i), tj.push_back(j), tv.push_back(v), col_idx.push_back(j), values.push_back(v);
+      }
+      row_ptr.push_back(static_cast<int32_t>(col_idx.size()));
+    }
+    int64_t duplicates = 0;
+    const CsrMatrix want = csr_from_triplets(n, n, ti, tj, tv, &duplicates);
+    DeviceArray<int32_t> rp(row_ptr), ci(col_idx.empty() ? HostVector<int32_t>{0} : col_idx);
+    DeviceArray<double> va(values.empty() ? HostVector<double>{0.0} : values);
+    const DeviceCsrRef a{n, n, static_cast<int64_t>(col_idx.size()), rp.data(), ci.data(), va.data()};
+    const bool sorted = duplicates == 0 && std::equal(want.col_idx.begin(), want.col_idx.end(), col_idx.begin(), col_idx.end());
+    EXPECT_EQ(is_canonical(a), sorted) << n << " rows";
+    DeviceArray<int32_t> out_rp(static_cast<size_t>(n) + 1), out_ci(std::max<size_t>(col_idx.size(), 1));
+    DeviceArray<double> out_va(std::max<size_t>(values.size(), 1));
+    const int64_t kept = canonical_copy(a, out_rp.data(), out_ci.data(), out_va.data());
+    ASSERT_EQ(kept, want.nnz()) << n << " rows";
+    EXPECT_EQ(static_cast<int64_t>(col_idx.size()) - kept, duplicates) << n << " rows";
+    const std::vector<int32_t> got_rp = out_rp.download();
+    EXPECT_EQ(std::vector<RowOffset>(got_rp.begin(), got_rp.end()), std::vector<RowOffset>(want.row_ptr.begin(), want.row_ptr.end())) << n << " rows";
+    std::vector<int32_t> got_ci = out_ci.download();
+    std::vector<double> got_va = out_va.download();
+    got_ci.resize(static_cast<size_t>(kept)), got_va.resize(static_cast<size_t>(kept));
+    EXPECT_EQ(got_ci, std::vector<int32_t>(want.col_idx.begin(), want.col_idx.end())) << n << " rows";
+    EXPECT_EQ(got_va, std::vector<double>(want.values.begin(), want.values.end())) << n << " rows";
+    const DeviceCsrRef out{n, n, kept, out_rp.data(), out_ci.data(), out_va.data()};
+    EXPECT_TRUE(is_canonical(out)) << n << " rows";
+    if (!col_idx.empty()) EXPECT_EQ(ci.download(), std::vector<int32_t>(col_idx.begin(), col_idx.end())) << "the input is kept";
+  }
+}
+
 }  // namespace

@@ -191,17 +191,30 @@ def _cupy_csr(A, what, square):
     if refusal:
         raise refusal
     duplicates = 0
-    if not m.has_canonical_format:  # CuPy checks on the device (one small read back)
+    # int64 indices fit once the sizes do (every index is below rows, cols or nnz)
+    indptr = cupy.ascontiguousarray(m.indptr, dtype=cupy.int32)
+    indices = cupy.ascontiguousarray(m.indices, dtype=cupy.int32)
+    data = cupy.ascontiguousarray(m.data, dtype=cupy.float64)
+    # sorted rows without duplicates: the library checks and sorts (compiled with it; CuPy's has_canonical_format
+    # and sum_duplicates compile theirs with NVRTC on a machine's first call, seconds), or CuPy where the library
+    # sees no GPU (the host tests' stand-in); either way into a copy, never the caller's matrix
+    canonical = native_canonical(rows, indptr, indices)
+    if canonical is None and not m.has_canonical_format:
         before = int(m.nnz)
-        if m is A:
-            m = m.copy()  # never the caller's matrix
+        m = m.copy()
         m.sum_duplicates()  # sorts as well
         duplicates = before - int(m.nnz)
-    indptr, indices, data = m.indptr, m.indices, m.data
-    # int64 indices fit once the sizes do (every index is below rows, cols or nnz)
-    indptr = cupy.ascontiguousarray(indptr, dtype=cupy.int32)
-    indices = cupy.ascontiguousarray(indices, dtype=cupy.int32)
-    data = cupy.ascontiguousarray(data, dtype=cupy.float64)
+        indptr, indices = m.indptr.astype(cupy.int32), m.indices.astype(cupy.int32)
+        data = cupy.ascontiguousarray(m.data, dtype=cupy.float64)
+    elif canonical is False:
+        nnz = length(indices)
+        out_ptr, out_ind = cupy.empty(rows + 1, dtype=cupy.int32), cupy.empty(nnz, dtype=cupy.int32)
+        out_val = cupy.empty(nnz, dtype=cupy.float64)
+        kept = _spcg.device_canonical_copy(rows, nnz, pointer(indptr, "cupy"), pointer(indices, "cupy"),
+                                           pointer(data, "cupy"), pointer(out_ptr, "cupy"), pointer(out_ind, "cupy"),
+                                           pointer(out_val, "cupy"), current_stream("cupy", None))
+        indptr, indices, data = out_ptr, out_ind[:kept], out_val[:kept]
+        duplicates = nnz - kept
     devices = {a.device.id for a in (indptr, indices, data)}
     if len(devices) != 1:
         raise UsageError(f"{what}'s arrays are on several devices ({sorted(devices)})")
@@ -360,6 +373,18 @@ def current_stream(kind, device=None):
     import torch
 
     return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def native_canonical(rows, indptr, indices):
+    """Whether a CuPy CSR's rows hold strictly increasing columns, checked by the library on CuPy's current stream
+    (int32 arrays); None where the library sees no usable GPU (the host tests' stand-in for CuPy)."""
+    global _library_has_gpu
+    if _library_has_gpu is None:
+        _library_has_gpu = bool(_spcg.device_available()[0])
+    if not _library_has_gpu:
+        return None
+    return bool(_spcg.device_is_canonical(rows, pointer(indptr, "cupy"), pointer(indices, "cupy"),
+                                          current_stream("cupy", None)))
 
 
 def native_hashes(arrays, kind):

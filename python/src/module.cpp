@@ -638,6 +638,25 @@ py::tuple device_fingerprint(const std::vector<std::tuple<uintptr_t, int64_t, in
   return out;
 }
 
+// The rows of a CSR in device memory (int32 arrays at these addresses) checked for strictly increasing columns, on
+// `stream` (synchronised), the GIL released meanwhile.
+bool device_is_canonical(int32_t rows, uintptr_t row_ptr, uintptr_t col_idx, uintptr_t stream) {
+  const DeviceCsrRef a{rows, rows, 0, reinterpret_cast<const int32_t*>(row_ptr), reinterpret_cast<const int32_t*>(col_idx),
+                       nullptr};
+  py::gil_scoped_release unlocked;
+  return is_canonical(a, reinterpret_cast<CUstream_st*>(stream));
+}
+
+// Its canonical copy into the caller's arrays (spcg::canonical_copy); returns the entries kept.
+int64_t device_canonical_copy(int32_t rows, int64_t nnz, uintptr_t row_ptr, uintptr_t col_idx, uintptr_t values,
+                              uintptr_t out_row_ptr, uintptr_t out_col_idx, uintptr_t out_values, uintptr_t stream) {
+  const DeviceCsrRef a{rows, rows, nnz, reinterpret_cast<const int32_t*>(row_ptr), reinterpret_cast<const int32_t*>(col_idx),
+                       reinterpret_cast<const double*>(values)};
+  py::gil_scoped_release unlocked;
+  return canonical_copy(a, reinterpret_cast<int32_t*>(out_row_ptr), reinterpret_cast<int32_t*>(out_col_idx),
+                        reinterpret_cast<double*>(out_values), reinterpret_cast<CUstream_st*>(stream));
+}
+
 py::tuple device_available() {
   std::string why;
   const bool ok = cuda_device_available(&why);
@@ -708,6 +727,11 @@ PYBIND11_MODULE(_spcg, m) {
         py::arg("duplicates_summed") = 0);
   m.def("device_available", &device_available);
   m.def("device_fingerprint", &device_fingerprint, py::arg("arrays"), py::arg("stream") = 0);
+  m.def("device_is_canonical", &device_is_canonical, py::arg("rows"), py::arg("row_ptr"), py::arg("col_idx"),
+        py::arg("stream") = 0);
+  m.def("device_canonical_copy", &device_canonical_copy, py::arg("rows"), py::arg("nnz"), py::arg("row_ptr"),
+        py::arg("col_idx"), py::arg("values"), py::arg("out_row_ptr"), py::arg("out_col_idx"), py::arg("out_values"),
+        py::arg("stream") = 0);
   m.def("default_options", &default_options);
   m.attr("solver_names") = names<SolverKind>();
   m.attr("precond_names") = names<Preconditioner>();

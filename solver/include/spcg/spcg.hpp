@@ -95,6 +95,15 @@ std::vector<uint64_t> fingerprint(const std::vector<DeviceWordsRef>& arrays, CUs
 // col_idx (nnz int32), values (nnz float64), tags 0, 1, 2.
 std::array<uint64_t, 3> fingerprint(const DeviceCsrRef& a, CUstream_st* stream = nullptr);
 
+// Whether every row of a device CSR holds strictly increasing columns (sorted, no duplicates), checked on the
+// device on `stream` (synchronised). A Solver takes canonical rows; canonical_copy makes them.
+bool is_canonical(const DeviceCsrRef& a, CUstream_st* stream = nullptr);
+// a with each row sorted by column (stably) and each column's duplicates summed in their order, written into the
+// caller's device arrays: out_row_ptr (rows + 1), out_col_idx and out_values (room for a.nnz each). Returns the
+// entries kept (a.nnz less the duplicates summed). On `stream`, synchronised; a is not changed.
+int64_t canonical_copy(const DeviceCsrRef& a, int32_t* out_row_ptr, int32_t* out_col_idx, double* out_values,
+                       CUstream_st* stream = nullptr);
+
 // Everything a solver is set up with. The iteration's own options are in `iteration`.
 struct SolverOptions {
   SolverKind solver = SolverKind::cg;
