@@ -823,8 +823,9 @@ uint64_t host_fingerprint(const void* data, int64_t n, int element_bytes, int ta
   return total;
 }
 
+// (the host's row offsets are 64-bit words, the values the device's int32 offsets widen to)
 std::array<uint64_t, 3> host_fingerprint(const CsrMatrix& a) {
-  return {host_fingerprint(a.row_ptr.data(), a.rows + int64_t{1}, 4, 0), host_fingerprint(a.col_idx.data(), a.nnz(), 4, 1),
+  return {host_fingerprint(a.row_ptr.data(), a.rows + int64_t{1}, 8, 0), host_fingerprint(a.col_idx.data(), a.nnz(), 4, 1),
           host_fingerprint(a.values.data(), a.nnz(), 8, 2)};
 }
 
