@@ -339,14 +339,24 @@ int64_t generated_rows(const std::string& spec) {
   return int64_t{g.n} * g.n * g.n;
 }
 
-GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row_end) {
+namespace {
+
+// generate_rows into Rows (GlobalRows: 64-bit columns; CsrMatrix: 32-bit ones, rows.cols the whole matrix's).
+template <class Rows>
+Rows rows_of_generator(const std::string& spec, int64_t row_begin, int64_t row_end) {
   const GeneratorSpec g = parse_generator(spec);
   std::vector<StencilPoint> pts;
   int32_t nz = 0;
-  GlobalRows s;
-  s.first_row = row_begin;
+  Rows s;
+  auto set_columns = [&](int64_t cols) {
+    if constexpr (std::is_same_v<Rows, GlobalRows>) s.first_row = row_begin, s.global_cols = cols;
+    else s.cols = static_cast<int32_t>(cols);
+  };
   if (stencil_of(g, pts, nz)) {
-    s.global_cols = int64_t{g.n} * g.n * nz;
+    const int64_t n = int64_t{g.n} * g.n * nz;
+    if (!std::is_same_v<Rows, GlobalRows> && n > std::numeric_limits<int32_t>::max())
+      throw InputError(spec, 0, std::to_string(n) + " rows: past 32-bit columns (generate_rows' 64-bit ones take it)");
+    set_columns(n);
     fill_stencil_rows(s, g.n, g.n, nz, pts, g.kind.c_str(), row_begin, row_end);
     return s;
   }
@@ -356,12 +366,23 @@ GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row
     throw InputError(spec, 0, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside its " +
                                   std::to_string(a.rows));
   const int32_t b = static_cast<int32_t>(row_begin), e = static_cast<int32_t>(row_end);
-  s.rows = e - b, s.global_cols = a.cols;
+  set_columns(a.cols);
+  s.rows = e - b;
   s.row_ptr.resize(static_cast<size_t>(s.rows) + 1);
   for (int32_t i = b; i <= e; ++i) s.row_ptr[static_cast<size_t>(i - b)] = a.row_ptr[i] - a.row_ptr[b];
   s.col_idx.assign(a.col_idx.begin() + a.row_ptr[b], a.col_idx.begin() + a.row_ptr[e]);
   s.values.assign(a.values.begin() + a.row_ptr[b], a.values.begin() + a.row_ptr[e]);
   return s;
+}
+
+}  // namespace
+
+GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row_end) {
+  return rows_of_generator<GlobalRows>(spec, row_begin, row_end);
+}
+
+CsrMatrix generate_rows_narrow(const std::string& spec, int64_t row_begin, int64_t row_end) {
+  return rows_of_generator<CsrMatrix>(spec, row_begin, row_end);
 }
 
 DenseBlock random_block(int32_t n, int32_t k, uint64_t seed) {

@@ -332,6 +332,9 @@ RankBlocks generated_share(const std::string& spec, int ranks, int rank) {
   if (p.end(rank) - p.begin(rank) > std::numeric_limits<int32_t>::max())
     throw InputError(spec, 0, std::to_string(p.end(rank) - p.begin(rank)) + " rows a rank on " + std::to_string(ranks) +
                                   " ranks: more than a rank's 32-bit row indices allow (use more ranks)");
+  // 32-bit global columns while the system's rows fit them (split in place), 64-bit past them
+  if (p.first_row.back() <= std::numeric_limits<int32_t>::max())
+    return rank_blocks_from_rows(generate_rows_narrow(spec, p.begin(rank), p.end(rank)), p, rank);
   return rank_blocks_from_rows(generate_rows(spec, p.begin(rank), p.end(rank)), p, rank);
 }
 

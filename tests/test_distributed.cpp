@@ -85,6 +85,12 @@ TEST(RankRows, OwnRowsGiveTheWholeMatrixBlocksAndPlan) {
         const std::string what = spec + " rank " + std::to_string(r) + " of " + std::to_string(size);
         const GlobalRows rows = generate_rows(spec, p.begin(r), p.end(r));
         const RankBlocks own = rank_blocks_from_rows(rows, p, r), cut = rank_blocks(a, p, r);
+        // the same rows with 32-bit global columns, split in place
+        const RankBlocks narrow = rank_blocks_from_rows(generate_rows_narrow(spec, p.begin(r), p.end(r)), p, r);
+        expect_same_csr(narrow.local, cut.local, what + " narrow local");
+        expect_same_csr(narrow.halo, cut.halo, what + " narrow halo");
+        EXPECT_EQ(narrow.plan.halo_columns, cut.plan.halo_columns) << what;
+        expect_same_transfers(narrow.plan.send, cut.plan.send, what + " narrow send");
         expect_same_csr(own.local, cut.local, what + " local");
         expect_same_csr(own.halo, cut.halo, what + " halo");
         EXPECT_EQ(own.plan.halo_columns, cut.plan.halo_columns) << what;
@@ -94,6 +100,7 @@ TEST(RankRows, OwnRowsGiveTheWholeMatrixBlocksAndPlan) {
     }
   }
   EXPECT_THROW(generate_rows("poisson2d:4", 3, 17), InputError);
+  EXPECT_THROW(generate_rows_narrow("poisson3d:1300", 0, 10), InputError);  // 2.197e9 rows: past 32-bit columns
   EXPECT_THROW(rank_blocks_from_rows(generate_rows("poisson2d:4", 0, 5), partition_evenly(16, 2), 0), Error);
 }
 

@@ -41,6 +41,10 @@ int64_t generated_rows(const std::string& spec);
 // need not); jump3d and powerlaw are made whole and cut. InputError naming the spec for a range outside the
 // matrix, or one whose rows or entries pass int32.
 GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row_end);
+// The same rows with 32-bit global columns (rows x the whole matrix's columns), for a system whose rows fit int32:
+// a rank's share then splits in place (rank_blocks_from_rows of a CsrMatrix), in 12 bytes an entry where
+// generate_rows' 64-bit columns take 16 and a new array for the local ones. InputError past int32's rows.
+CsrMatrix generate_rows_narrow(const std::string& spec, int64_t row_begin, int64_t row_end);
 std::string generator_help();
 
 // n x k values uniform in [-1, 1) drawn in row-major order from SplitMix64(seed): the random right-hand sides
