@@ -40,6 +40,7 @@
 #include "spcg/matrix_market.hpp"
 #include "spcg/partition.hpp"
 #include "spcg/spcg.hpp"
+#include "sparse/distributed_aggregation.hpp"
 #include "sparse/eigen_bridge.hpp"
 #include "sparse/problem.hpp"
 #include "tests/residual_checks.hpp"
@@ -216,6 +217,77 @@ TEST(RankRows, EvenPartitionPast32Bits) {
   none.global_cols = too_big.first_row.back();
   EXPECT_THROW(rank_blocks_from_rows(none, too_big, 0), Error);
   EXPECT_THROW(generate_rows("poisson3d:1400", 0, GlobalIndex{1} << 31), InputError);  // refused before its rows are made
+}
+
+// ---- one smoothed-aggregation level over ranks (#36's host reference) ----
+
+// The ranks' rows of a level's prolongator (or coarse operator) as one matrix, rows in rank order.
+CsrMatrix assembled(const std::vector<RankAggregationLevel>& level, bool coarse, int64_t cols) {
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  int32_t row = 0;
+  for (const RankAggregationLevel& l : level)
+    for (const auto& entries : coarse ? l.coarse : l.prolongator) {
+      for (const auto& [c, v] : entries) ti.push_back(row), tj.push_back(static_cast<int32_t>(c)), tv.push_back(v);
+      ++row;
+    }
+  return csr_from_triplets(row, static_cast<int32_t>(cols), ti, tj, tv);
+}
+
+// On 1, 2, 3 and 5 ranks: the aggregates stay inside each rank and cover its rows; P0'P0 = I; P = (I - omega
+// D^-1 A) P0 and the coarse operator P'AP equal Eigen's products of the whole matrices (the assembled P0 and P);
+// the coarse operator is symmetric; on one rank the aggregates are the one-GPU rule's.
+TEST(DistributedAggregation, LevelOverRanksIsTheGalerkinProductOfItsProlongator) {
+  const double theta = 0.08, omega = 0.5;
+  for (const std::string spec : {"poisson2d:23", "jump3d:9", "aniso3d:8", "poisson3d27:6"}) {
+    const CsrMatrix a = generate(spec);
+    for (const int size : {1, 2, 3, 5}) {
+      const std::string what = spec + " on " + std::to_string(size) + " ranks";
+      const RowPartition p = partition_by_work(a, size);
+      const std::vector<RankBlocks> ranks = split_for_ranks(a, p);
+      const std::vector<RankAggregationLevel> level = distributed_aggregation_level_in_process(ranks, p, theta, 7, omega);
+      const RowPartition coarse = coarse_partition(level);
+      ASSERT_EQ(coarse.ranks(), size) << what;
+      const int64_t nc = coarse.first_row.back();
+      // aggregates: inside each rank, every row in one, none empty; P0 from them
+      std::vector<int32_t> ti, tj;
+      std::vector<double> tv;
+      for (int r = 0; r < size; ++r) {
+        const Aggregates& agg = level[static_cast<size_t>(r)].aggregates;
+        ASSERT_EQ(static_cast<int32_t>(agg.of.size()), ranks[static_cast<size_t>(r)].rows()) << what;
+        std::vector<int32_t> count(static_cast<size_t>(agg.count), 0);
+        for (int32_t of : agg.of) {
+          ASSERT_GE(of, 0) << what;
+          ASSERT_LT(of, agg.count) << what;
+          ++count[static_cast<size_t>(of)];
+        }
+        for (int32_t c : count) EXPECT_GT(c, 0) << what;
+        EXPECT_EQ(coarse.begin(r), level[static_cast<size_t>(r)].first_coarse) << what;
+        for (int32_t i = 0; i < ranks[static_cast<size_t>(r)].rows(); ++i) {
+          const int32_t of = agg.of[static_cast<size_t>(i)];
+          ti.push_back(static_cast<int32_t>(p.begin(r) + i)), tj.push_back(static_cast<int32_t>(coarse.begin(r) + of));
+          tv.push_back(1.0 / std::sqrt(static_cast<double>(count[static_cast<size_t>(of)])));
+        }
+      }
+      if (size == 1) {
+        const Aggregates whole = aggregate(strength_graph(a, theta), 7);
+        EXPECT_EQ(level[0].aggregates.of, whole.of) << what;
+      }
+      // dense: the test matrices have at most a few hundred rows
+      const Eigen::MatrixXd A = Eigen::MatrixXd(to_eigen(a)),
+                            P0 = Eigen::MatrixXd(to_eigen(csr_from_triplets(a.rows, static_cast<int32_t>(nc), ti, tj, tv)));
+      EXPECT_LE((P0.transpose() * P0 - Eigen::MatrixXd::Identity(nc, nc)).cwiseAbs().maxCoeff(), 1e-14) << what << ": P0'P0";
+      const Eigen::VectorXd dinv = A.diagonal().cwiseInverse();
+      const Eigen::MatrixXd want_p = P0 - omega * (dinv.asDiagonal() * (A * P0));
+      const Eigen::MatrixXd got_p = Eigen::MatrixXd(to_eigen(assembled(level, false, nc)));
+      EXPECT_LE((got_p - want_p).cwiseAbs().maxCoeff(), 1e-14 * want_p.cwiseAbs().maxCoeff()) << what << ": P";
+      const Eigen::MatrixXd want_c = want_p.transpose() * A * want_p;
+      const Eigen::MatrixXd got_c = Eigen::MatrixXd(to_eigen(assembled(level, true, nc)));
+      const double c_scale = want_c.cwiseAbs().maxCoeff();
+      EXPECT_LE((got_c - want_c).cwiseAbs().maxCoeff(), 1e-13 * c_scale) << what << ": P'AP";
+      EXPECT_LE((got_c - got_c.transpose()).cwiseAbs().maxCoeff(), 1e-13 * c_scale) << what << ": symmetric";
+    }
+  }
 }
 
 TEST(RankRows, EvenPartitionCoversTheRows) {
