@@ -1,5 +1,6 @@
 #include "sparse/distributed_aggregation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -120,6 +121,58 @@ RowPartition coarse_partition(const std::vector<RankAggregationLevel>& level) {
   for (const RankAggregationLevel& l : level) p.first_row.push_back(l.first_coarse);
   p.first_row.push_back(level.empty() ? 0 : level.back().first_coarse + level.back().aggregates.count);
   return p;
+}
+
+namespace {
+
+// max over the rows of sum_j |a_ij| / a_ii: a bound of D^-1 A's eigenvalues, taken over every rank's rows.
+double gershgorin_bound(const std::vector<RankBlocks>& ranks) {
+  double bound = 0;
+  for (const RankBlocks& rb : ranks)
+    for (int32_t i = 0; i < rb.local.rows; ++i) {
+      double d = 0, sum = 0;
+      for (RowOffset q = rb.local.row_ptr[i]; q < rb.local.row_ptr[i + 1]; ++q) {
+        sum += std::abs(rb.local.values[q]);
+        if (rb.local.col_idx[q] == i) d = rb.local.values[q];
+      }
+      for (RowOffset q = rb.halo.row_ptr[i]; q < rb.halo.row_ptr[i + 1]; ++q) sum += std::abs(rb.halo.values[q]);
+      if (d > 0) bound = std::max(bound, sum / d);
+    }
+  return bound;
+}
+
+}  // namespace
+
+std::vector<DistributedLevel> distributed_hierarchy_in_process(std::vector<RankBlocks> fine, const RowPartition& p,
+                                                               double theta, uint64_t seed, GlobalIndex coarsest_rows,
+                                                               int max_levels) {
+  std::vector<DistributedLevel> levels;
+  levels.push_back({p, std::move(fine), 0, {}});
+  while (static_cast<int>(levels.size()) < max_levels && levels.back().partition.first_row.back() > coarsest_rows) {
+    DistributedLevel& at = levels.back();
+    at.omega = 4.0 / (3.0 * gershgorin_bound(at.ranks));
+    at.to_next = distributed_aggregation_level_in_process(at.ranks, at.partition, theta, seed, at.omega);
+    const RowPartition coarse = coarse_partition(at.to_next);
+    const GlobalIndex rows = at.partition.first_row.back(), next_rows = coarse.first_row.back();
+    if (next_rows == 0 || next_rows > rows - rows / 10) {  // no longer coarsens: this level is the last
+      at.to_next.clear(), at.omega = 0;
+      break;
+    }
+    std::vector<RankBlocks> next;
+    for (int r = 0; r < coarse.ranks(); ++r) {
+      const RankAggregationLevel& l = at.to_next[static_cast<size_t>(r)];
+      GlobalRows g;
+      g.first_row = coarse.begin(r), g.global_cols = next_rows, g.rows = static_cast<int32_t>(coarse.end(r) - coarse.begin(r));
+      g.row_ptr.assign(1, 0);
+      for (const auto& row : l.coarse) {
+        for (const auto& [c, v] : row) g.col_idx.push_back(c), g.values.push_back(v);
+        g.row_ptr.push_back(static_cast<RowOffset>(g.col_idx.size()));
+      }
+      next.push_back(rank_blocks_from_rows(std::move(g), coarse, r));
+    }
+    levels.push_back({coarse, std::move(next), 0, {}});
+  }
+  return levels;
 }
 
 }  // namespace spcg

@@ -42,4 +42,19 @@ std::vector<RankAggregationLevel> distributed_aggregation_level_in_process(const
 // The coarse level's row partition: rank r owns coarse rows [first_coarse_r, first_coarse_{r+1}).
 RowPartition coarse_partition(const std::vector<RankAggregationLevel>& level);
 
+// A hierarchy over ranks: level 0 the fine blocks; each next level's operator the previous level's P'AP, split over
+// the same ranks by the coarse partition into blocks of its own (local, halo, plan: rank_blocks_from_rows), until a
+// level has at most `coarsest_rows` rows, `max_levels` levels, or an aggregation that no longer coarsens (fewer
+// than 10 % fewer rows). omega on every level is (4/3) / a Gershgorin bound of D^-1 A's largest eigenvalue, the
+// bound a max over the ranks (the one-GPU setup takes a Lanczos estimate instead).
+struct DistributedLevel {
+  RowPartition partition;
+  std::vector<RankBlocks> ranks;
+  double omega = 0;                          // the prolongator's damping to the next level (none on the last)
+  std::vector<RankAggregationLevel> to_next;  // the aggregation, P and P'AP to the next level (none on the last)
+};
+std::vector<DistributedLevel> distributed_hierarchy_in_process(std::vector<RankBlocks> fine, const RowPartition& p,
+                                                               double theta, uint64_t seed, GlobalIndex coarsest_rows,
+                                                               int max_levels);
+
 }  // namespace spcg
