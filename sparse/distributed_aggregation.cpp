@@ -175,4 +175,36 @@ std::vector<DistributedLevel> distributed_hierarchy_in_process(std::vector<RankB
   return levels;
 }
 
+DistributedLevel agglomerated(const DistributedLevel& level, int ranks) {
+  const int all = level.partition.ranks();
+  if (ranks < 1 || ranks > all)
+    throw Error("agglomerated: " + std::to_string(ranks) + " ranks of " + std::to_string(all));
+  const GlobalIndex n = level.partition.first_row.back();
+  RowPartition p = partition_evenly(n, ranks);
+  p.first_row.resize(static_cast<size_t>(all) + 1, n);  // the ranks past `ranks` own no rows
+  // each new owner's rows with global columns, gathered from the blocks that hold them
+  DistributedLevel out;
+  out.partition = p;
+  for (int r = 0; r < all; ++r) {
+    GlobalRows g;
+    g.first_row = p.begin(r), g.global_cols = n, g.rows = static_cast<int32_t>(p.end(r) - p.begin(r));
+    g.row_ptr.assign(1, 0);
+    for (GlobalIndex row = p.begin(r); row < p.end(r); ++row) {
+      const int from = level.partition.owner(row);
+      const RankBlocks& rb = level.ranks[static_cast<size_t>(from)];
+      const int32_t i = static_cast<int32_t>(row - rb.row_begin);
+      std::vector<std::pair<GlobalIndex, double>> entries;
+      for (RowOffset q = rb.local.row_ptr[i]; q < rb.local.row_ptr[i + 1]; ++q)
+        entries.emplace_back(rb.row_begin + rb.local.col_idx[q], rb.local.values[q]);
+      for (RowOffset q = rb.halo.row_ptr[i]; q < rb.halo.row_ptr[i + 1]; ++q)
+        entries.emplace_back(rb.plan.halo_columns[static_cast<size_t>(rb.halo.col_idx[q])], rb.halo.values[q]);
+      std::sort(entries.begin(), entries.end());
+      for (const auto& [c, v] : entries) g.col_idx.push_back(c), g.values.push_back(v);
+      g.row_ptr.push_back(static_cast<RowOffset>(g.col_idx.size()));
+    }
+    out.ranks.push_back(rank_blocks_from_rows(std::move(g), p, r));
+  }
+  return out;
+}
+
 }  // namespace spcg

@@ -57,4 +57,9 @@ std::vector<DistributedLevel> distributed_hierarchy_in_process(std::vector<RankB
                                                                double theta, uint64_t seed, GlobalIndex coarsest_rows,
                                                                int max_levels);
 
+// A level gathered onto its first `ranks` ranks (AmgX's consolidation, hypre's agglomeration: a coarse level too
+// small to keep every GPU busy): the rows re-split evenly over those, the other ranks left with none, the operator
+// the same. Every rank's rows travel to their new owner (here: read off the level's blocks).
+DistributedLevel agglomerated(const DistributedLevel& level, int ranks);
+
 }  // namespace spcg

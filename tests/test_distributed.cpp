@@ -381,6 +381,32 @@ TEST(DistributedAggregation, HierarchyOverRanksConvergesLikeOneRanks) {
   }
 }
 
+// A coarse level gathered onto fewer ranks keeps its operator: the same assembled matrix, the rows of the ranks
+// left out empty, each new share's blocks and plan those rank_blocks cuts from the whole matrix.
+TEST(DistributedAggregation, AgglomerationKeepsTheLevelsOperator) {
+  const CsrMatrix a = generate("jump3d:13");
+  const RowPartition p = partition_by_work(a, 5);
+  const std::vector<DistributedLevel> levels = distributed_hierarchy_in_process(split_for_ranks(a, p), p, 0.08, 7, 50, 3);
+  ASSERT_GE(levels.size(), 2u);
+  const DistributedLevel& coarse = levels[1];
+  const CsrMatrix want = assembled_operator(coarse);
+  for (const int keep : {1, 2, 5}) {
+    const DistributedLevel gathered = agglomerated(coarse, keep);
+    const CsrMatrix got = assembled_operator(gathered);
+    expect_same_csr(got, want, "gathered onto " + std::to_string(keep));
+    for (int r = 0; r < coarse.partition.ranks(); ++r) {
+      const RankBlocks& rb = gathered.ranks[static_cast<size_t>(r)];
+      if (r >= keep) EXPECT_EQ(rb.rows(), 0) << keep << " ranks kept, rank " << r;
+      const RankBlocks cut = rank_blocks(want, gathered.partition, r);
+      expect_same_csr(rb.local, cut.local, "rank " + std::to_string(r));
+      expect_same_csr(rb.halo, cut.halo, "rank " + std::to_string(r));
+      expect_same_transfers(rb.plan.send, cut.plan.send, "rank " + std::to_string(r));
+    }
+  }
+  EXPECT_THROW(agglomerated(coarse, 0), Error);
+  EXPECT_THROW(agglomerated(coarse, 6), Error);
+}
+
 TEST(RankRows, EvenPartitionCoversTheRows) {
   for (const int32_t rows : {0, 1, 7, 1000})
     for (const int size : {1, 2, 3, 5, 8}) {
