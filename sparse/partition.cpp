@@ -46,15 +46,16 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
 namespace {
 
 // Rank r's local and halo blocks and its receives, from its rows (global columns: GlobalRows' 64-bit ones, or a
-// CsrMatrix's 32-bit ones where the whole system's columns fit). The rows are taken over: the halo block is copied
+// CsrMatrix's 32-bit ones where the whole system's columns fit); rows owned as p says, columns as cp says (p itself
+// for a square system; the coarse partition for a prolongator's rows). The rows are taken over: the halo block is copied
 // out (a few planes' worth); the local block is what remains of the rows, compacted in place (a rank's share of a
 // large system is tens of GB; a copy doubled it), only its columns new when the global ones were 64-bit.
 template <class Rows>
-RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
+RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int r) {
   using Column = typename std::remove_reference_t<decltype(a.col_idx)>::value_type;
   RankBlocks rb;
   rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
-  const GlobalIndex b = rb.row_begin, e = rb.row_end;
+  const GlobalIndex b = cp.begin(r), e = cp.end(r);  // the rank's own columns
   const int32_t rows = rb.rows();
   auto outside = [&](GlobalIndex c) { return c < b || c >= e; };
   // rows in parts on every core
@@ -104,7 +105,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
     });
   // the local block: the rows without their halo entries, columns shifted to local indices
   CsrMatrix& local = rb.local;
-  local.rows = local.cols = rows;
+  local.rows = rows, local.cols = static_cast<int32_t>(e - b);
   constexpr bool in_place = std::is_same_v<Column, int32_t>;
   if constexpr (!in_place) local.col_idx.resize(a.col_idx.size() - static_cast<size_t>(rb.halo.nnz()));
   int32_t* const local_cols = [&] {
@@ -161,10 +162,10 @@ RankBlocks split_rows(Rows a, const RowPartition& p, int r) {
   local.values = std::move(a.values);
   // receives: the runs of halo columns by owner
   for (size_t s = 0; s < halo.size();) {
-    const int peer = p.owner(halo[s]);
+    const int peer = cp.owner(halo[s]);
     HaloPlan::Receive t;
     t.peer = peer;
-    while (s < halo.size() && halo[s] < p.end(peer)) t.columns.push_back(halo[s++]);
+    while (s < halo.size() && halo[s] < cp.end(peer)) t.columns.push_back(halo[s++]);
     rb.plan.receive.push_back(std::move(t));
   }
   return rb;
@@ -197,7 +198,7 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank) {
   if (a.rows != a.cols) throw Error("rank_blocks: the matrix is not square");
   check_partition(p, a.rows, rank, "rank_blocks");
   const int32_t b = static_cast<int32_t>(p.begin(rank)), e = static_cast<int32_t>(p.end(rank));  // a.rows bounds them
-  RankBlocks rb = split_rows(row_slice(a, b, e), p, rank);
+  RankBlocks rb = split_rows(row_slice(a, b, e), p, p, rank);
   // sends: for each peer q, the distinct columns in [b, e) that q's rows hold, sorted (= q's receive from us)
   for (int q = 0; q < p.ranks(); ++q) {
     if (q == rank) continue;
@@ -239,7 +240,7 @@ RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int ran
     throw Error("rank_blocks_from_rows: rows " + std::to_string(rows.first_row) + ".." + std::to_string(rows.first_row + rows.rows) +
                 " given for rank " + std::to_string(rank) + ", which owns " + std::to_string(p.begin(rank)) + ".." +
                 std::to_string(p.end(rank)));
-  RankBlocks rb = split_rows(std::move(rows), p, rank);
+  RankBlocks rb = split_rows(std::move(rows), p, p, rank);
   sends_by_symmetry(rb, p);
   return rb;
 }
@@ -249,9 +250,66 @@ RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank
   if (rows.rows != p.end(rank) - p.begin(rank))
     throw Error("rank_blocks_from_rows: " + std::to_string(rows.rows) + " rows given for rank " + std::to_string(rank) +
                 ", which owns " + std::to_string(p.end(rank) - p.begin(rank)));
-  RankBlocks rb = split_rows(std::move(rows), p, rank);
+  RankBlocks rb = split_rows(std::move(rows), p, p, rank);
   sends_by_symmetry(rb, p);
   return rb;
+}
+
+RankBlocks rank_blocks_rectangular(GlobalRows rows, const RowPartition& row_partition,
+                                   const RowPartition& column_partition, int rank) {
+  check_partition(row_partition, row_partition.first_row.back(), rank, "rank_blocks_rectangular");
+  if (column_partition.ranks() != row_partition.ranks() || column_partition.first_row.back() != rows.global_cols)
+    throw Error("rank_blocks_rectangular: the column partition does not cover the " + std::to_string(rows.global_cols) +
+                " columns over the same ranks");
+  if (rows.first_row != row_partition.begin(rank) || rows.rows != row_partition.end(rank) - row_partition.begin(rank))
+    throw Error("rank_blocks_rectangular: rows " + std::to_string(rows.first_row) + ".." + std::to_string(rows.first_row + rows.rows) +
+                " given for rank " + std::to_string(rank));
+  return split_rows(std::move(rows), row_partition, column_partition, rank);
+}
+
+void sends_from_receives(std::vector<RankBlocks>& ranks, const RowPartition& column_partition) {
+  for (RankBlocks& rb : ranks) rb.plan.send.clear();
+  for (const RankBlocks& from : ranks)  // rank `from` receives these columns from each peer: the peer sends them
+    for (const HaloPlan::Receive& rcv : from.plan.receive) {
+      HaloPlan::Send s;
+      s.peer = from.rank;
+      for (GlobalIndex c : rcv.columns) s.rows.push_back(static_cast<int32_t>(c - column_partition.begin(rcv.peer)));
+      ranks[static_cast<size_t>(rcv.peer)].plan.send.push_back(std::move(s));
+    }
+  for (RankBlocks& rb : ranks)
+    std::sort(rb.plan.send.begin(), rb.plan.send.end(), [](const HaloPlan::Send& x, const HaloPlan::Send& y) { return x.peer < y.peer; });
+}
+
+std::vector<std::vector<double>> transpose_spmv_in_process(const std::vector<RankBlocks>& ranks,
+                                                           const std::vector<std::vector<double>>& x_parts) {
+  const size_t n = ranks.size();
+  if (x_parts.size() != n) throw Error("transpose_spmv_in_process: one x part per rank expected");
+  std::vector<std::vector<double>> y(n), halo_sums(n);
+  for (size_t r = 0; r < n; ++r) {
+    const RankBlocks& rb = ranks[r];
+    y[r].assign(static_cast<size_t>(rb.local.cols), 0.0);
+    halo_sums[r].assign(rb.plan.halo_columns.size(), 0.0);
+    for (int32_t i = 0; i < rb.local.rows; ++i) {
+      const double xi = x_parts[r].at(static_cast<size_t>(i));
+      for (RowOffset q = rb.local.row_ptr[i]; q < rb.local.row_ptr[i + 1]; ++q) y[r][rb.local.col_idx[q]] += rb.local.values[q] * xi;
+      for (RowOffset q = rb.halo.row_ptr[i]; q < rb.halo.row_ptr[i + 1]; ++q) halo_sums[r][rb.halo.col_idx[q]] += rb.halo.values[q] * xi;
+    }
+  }
+  // the reverse of the halo exchange: each rank's halo sums go back to the columns' owners, added in rank order
+  for (size_t q = 0; q < n; ++q)
+    for (const HaloPlan::Send& snd : ranks[q].plan.send) {
+      const HaloPlan& from = ranks[static_cast<size_t>(snd.peer)].plan;
+      size_t offset = 0;
+      for (const HaloPlan::Receive& rcv : from.receive) {
+        if (rcv.peer == static_cast<int>(q)) {
+          for (size_t k = 0; k < snd.rows.size(); ++k)
+            y[q][static_cast<size_t>(snd.rows[k])] += halo_sums[static_cast<size_t>(snd.peer)][offset + k];
+          break;
+        }
+        offset += rcv.columns.size();
+      }
+    }
+  return y;
 }
 
 RowPartition partition_evenly(GlobalIndex rows, int ranks) {

@@ -381,6 +381,52 @@ TEST(DistributedAggregation, HierarchyOverRanksConvergesLikeOneRanks) {
   }
 }
 
+// The prolongator over ranks as rectangular blocks (rows by the fine partition, columns by the coarse one) with the
+// plan's sends from the peers' receives: prolongation is the distributed SpMV, restriction its transpose (halo
+// sums sent back to the owners), each equal to the assembled P x and P' r on 1, 2, 3 and 5 ranks.
+TEST(DistributedAggregation, ProlongationAndRestrictionOverRanks) {
+  for (const std::string spec : {"poisson2d:23", "jump3d:9"}) {
+    const CsrMatrix a = generate(spec);
+    for (const int size : {1, 2, 3, 5}) {
+      const std::string what = spec + " on " + std::to_string(size) + " ranks";
+      const RowPartition p = partition_by_work(a, size);
+      const std::vector<RankAggregationLevel> level =
+          distributed_aggregation_level_in_process(split_for_ranks(a, p), p, 0.08, 7, 0.5);
+      const RowPartition coarse = coarse_partition(level);
+      const int64_t nc = coarse.first_row.back();
+      std::vector<RankBlocks> blocks;
+      for (int r = 0; r < size; ++r) {
+        GlobalRows g;
+        g.first_row = p.begin(r), g.global_cols = nc, g.rows = static_cast<int32_t>(p.end(r) - p.begin(r));
+        for (const auto& row : level[static_cast<size_t>(r)].prolongator) {
+          for (const auto& [c, v] : row) g.col_idx.push_back(c), g.values.push_back(v);
+          g.row_ptr.push_back(static_cast<RowOffset>(g.col_idx.size()));
+        }
+        blocks.push_back(rank_blocks_rectangular(std::move(g), p, coarse, r));
+        EXPECT_EQ(blocks.back().local.cols, coarse.end(r) - coarse.begin(r)) << what;
+      }
+      sends_from_receives(blocks, coarse);
+      const Eigen::MatrixXd P = Eigen::MatrixXd(to_eigen(assembled(level, false, nc)));
+      const DenseBlock xc = random_block(static_cast<int32_t>(nc), 1, 3), rf = random_block(a.rows, 1, 4);
+      std::vector<std::vector<double>> xc_parts, rf_parts;
+      for (int r = 0; r < size; ++r) {
+        xc_parts.emplace_back(xc.data.begin() + coarse.begin(r), xc.data.begin() + coarse.end(r));
+        rf_parts.emplace_back(rf.data.begin() + p.begin(r), rf.data.begin() + p.end(r));
+      }
+      const Eigen::VectorXd want_f = P * Eigen::Map<const Eigen::VectorXd>(xc.data.data(), nc);
+      const Eigen::VectorXd want_c = P.transpose() * Eigen::Map<const Eigen::VectorXd>(rf.data.data(), a.rows);
+      const std::vector<std::vector<double>> got_f = distributed_spmv_in_process(blocks, xc_parts),
+                                             got_c = transpose_spmv_in_process(blocks, rf_parts);
+      for (int r = 0; r < size; ++r) {
+        for (GlobalIndex i = p.begin(r); i < p.end(r); ++i)
+          EXPECT_NEAR(got_f[static_cast<size_t>(r)][static_cast<size_t>(i - p.begin(r))], want_f[i], 1e-14 * (1 + std::abs(want_f[i]))) << what << " row " << i;
+        for (GlobalIndex c = coarse.begin(r); c < coarse.end(r); ++c)
+          EXPECT_NEAR(got_c[static_cast<size_t>(r)][static_cast<size_t>(c - coarse.begin(r))], want_c[c], 1e-13 * (1 + std::abs(want_c[c]))) << what << " coarse " << c;
+      }
+    }
+  }
+}
+
 // A coarse level gathered onto fewer ranks keeps its operator: the same assembled matrix, the rows of the ranks
 // left out empty, each new share's blocks and plan those rank_blocks cuts from the whole matrix.
 TEST(DistributedAggregation, AgglomerationKeepsTheLevelsOperator) {

@@ -71,6 +71,15 @@ struct RankBlocks {
   HaloPlan plan;
 };
 
+// A rank's rows of a rectangular matrix whose columns another partition owns (an AMG prolongator: rows by the fine
+// partition, columns by the coarse one), split by column owner into local and halo blocks with the plan's receives.
+// Its sends are the peers' receives (sends_from_receives for blocks held in one process; over NCCL, one exchange
+// of the receive lists, as file_share makes them).
+RankBlocks rank_blocks_rectangular(GlobalRows rows, const RowPartition& row_partition,
+                                   const RowPartition& column_partition, int rank);
+// Every rank's sends from the other ranks' receives (any pattern), for blocks held in one process.
+void sends_from_receives(std::vector<RankBlocks>& ranks, const RowPartition& column_partition);
+
 // Equal row counts (generated stencils, whose rows cost about the same: no whole matrix to weigh).
 RowPartition partition_evenly(GlobalIndex rows, int ranks);
 
@@ -99,6 +108,11 @@ std::vector<RankBlocks> split_for_ranks(const CsrMatrix& a, const RowPartition& 
 // The exchange on one machine, in memory: x_parts[r] holds rank r's entries of x (its rows); returns each rank's
 // halo vector, filled as the communicator would (every send delivered to its receiver's slots).
 std::vector<std::vector<double>> exchange_halos_in_process(const std::vector<RankBlocks>& ranks,
+                                                           const std::vector<std::vector<double>>& x_parts);
+
+// y = A' x over the ranks (a restriction P' r): each rank's local block transposed into its own columns, its halo
+// block's sums sent back to the columns' owners (the halo exchange reversed) and added in rank order.
+std::vector<std::vector<double>> transpose_spmv_in_process(const std::vector<RankBlocks>& ranks,
                                                            const std::vector<std::vector<double>>& x_parts);
 
 // y_parts[r] = A_local x_parts[r] + A_halo x_halo[r] for every rank: the distributed SpMV's host reference.
