@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "sparse/parallel.hpp"
+
 namespace spcg {
 
 namespace {
@@ -26,8 +28,13 @@ void upload_row_offsets(DeviceCsr& d, const HostVector<RowOffset>& row_ptr, cons
     d.wide_row_ptr = DeviceArray<int64_t>(row_ptr, what);
     return;
   }
+  // narrowed on every core: this pass sits in every setup's upload (8M rows: ~15 ms on one thread)
   HostVector<int32_t> narrow(row_ptr.size());
-  for (size_t i = 0; i < row_ptr.size(); ++i) narrow[i] = static_cast<int32_t>(row_ptr[i]);
+  const int64_t n = static_cast<int64_t>(row_ptr.size());
+  const int64_t parts = n >= (int64_t{1} << 20) ? 4 * int64_t{hardware_threads()} : 1;
+  parallel_for(parts, hardware_threads(), [&](int64_t t) {
+    for (int64_t i = even_split(n, parts, t); i < even_split(n, parts, t + 1); ++i) narrow[i] = static_cast<int32_t>(row_ptr[i]);
+  });
   d.wide_row_ptr = DeviceArray<int64_t>();
   d.row_ptr = DeviceArray<int32_t>(narrow, what);
 }
