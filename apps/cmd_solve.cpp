@@ -229,7 +229,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("persistent", enum_value(it.persistent), persistent_help.c_str())
       ("precision", enum_value(lib.precision),
        (choices<Precision>() + ": cg's matrix values in the iteration; mixed: the kernel's FP32 variant (dia-f32) with FP64 "
-        "vectors, sums and true residual; auto: mixed where every value is an FP32 number and the kernel has one").c_str())
+        "vectors, sums and true residual; auto: mixed where every value is an FP32 number and the kernel has one. With "
+        "--precond amg the iteration stays FP64 and mixed (auto too) is the hierarchy's: FP32 values on the levels whose "
+        "kernel has the variant").c_str())
       ("recurrence", enum_value(it.recurrence),
        (choices<CgRecurrence>() + ": cg's with Jacobi or none; one-reduction sums once an iteration (Chronopoulos-Gear, "
         "the true residual put back where it says converged); auto: one-reduction on several GPUs").c_str())

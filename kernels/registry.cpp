@@ -56,6 +56,13 @@ const KernelEntry* find_kernel(const std::string& name) {
   return nullptr;
 }
 
+std::string kernels_with_fp32_variant() {
+  std::string names;
+  for (const KernelEntry& e : kernel_registry())
+    if (!e.fp32_variant.empty()) names += (names.empty() ? "" : ", ") + e.name;
+  return names;
+}
+
 std::unique_ptr<LinearOperator> make_operator(const std::string& name, const MatrixSetup& a, const OperatorOptions& o) {
   if (name == "auto") return make_auto_operator(a, o);
   const KernelEntry* e = find_kernel(name);

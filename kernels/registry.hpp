@@ -37,6 +37,8 @@ const std::vector<KernelEntry>& kernel_registry();
 std::vector<std::string> kernel_names();                          // every entry, registry order
 std::vector<std::string> kernel_names(KernelFamily family);
 const KernelEntry* find_kernel(const std::string& name);
+// The kernels with an FP32-values variant, comma-separated (for messages: what mixed precision can take)
+std::string kernels_with_fp32_variant();
 // "auto" or a registry name; throws UsageError listing the names for anything else. A MatrixSetup shared by
 // several calls uploads the matrix once; a plain CsrMatrix gets a setup of its own.
 std::unique_ptr<LinearOperator> make_operator(const std::string& name, const MatrixSetup& a,

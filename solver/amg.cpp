@@ -112,11 +112,27 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   auto level_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
     return was ? remake_operator(*was, m, level_options) : make_operator("auto", m, level_options);
   };
+  // A level's A_l in its kernel's FP32-values variant where it has one, unless --precision double (solve_types.hpp)
+  const int k_expected = level_options.expected_k;
+  auto fp32_variant = [&](const LinearOperator& op) -> std::string {
+    const KernelEntry* e = in.precision == Precision::double_precision ? nullptr : find_kernel(op.chosen(k_expected));
+    return e ? e->fp32_variant : std::string();
+  };
+  auto level_matrix_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
+    std::unique_ptr<LinearOperator> op = level_operator(was, m);
+    if (const std::string f32 = was ? std::string() : fp32_variant(*op); !f32.empty()) op = make_operator(f32, m, level_options);
+    return op;
+  };
   if (kept && kept->levels_.size() < 1) throw UsageError("amg: an update needs the hierarchy of a setup");
-  if (level_options.columnwise && level_options.expected_k > 1 && in.product.rows() > o.coarse_rows) {
-    levels_[0].owned = level_operator(kept ? kept->levels_[0].owned.get() : nullptr, in.matrix);
-    levels_[0].op = levels_[0].owned.get();
+  // Level 0 applies the solver's operator, or one of its own: k columns as k SpMVs (deterministic), or FP32 values
+  if (kept) {
+    if (kept->levels_[0].owned) levels_[0].owned = level_operator(kept->levels_[0].owned.get(), in.matrix);
+  } else if (in.product.rows() > o.coarse_rows) {
+    if (level_options.columnwise && level_options.expected_k > 1) levels_[0].owned = level_operator(nullptr, in.matrix);
+    const std::string f32 = fp32_variant(levels_[0].owned ? *levels_[0].owned : in.product);
+    if (!f32.empty()) levels_[0].owned = make_operator(f32, in.matrix, level_options);
   }
+  if (levels_[0].owned) levels_[0].op = levels_[0].owned.get();
   try {
     for (size_t l = 0;; ++l) {
       const DeviceCsr& a = *levels_[l].a;
@@ -206,7 +222,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         Level next;
         next.a = coarse;
         next.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(coarse));
-        next.owned = level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
+        next.owned = level_matrix_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
         next.op = next.owned.get();
         levels_.push_back(std::move(next));
       });
@@ -220,14 +236,29 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   for (size_t l = 0; l < levels_.size(); ++l) levels_[l].nvtx_name = "amg-level-" + std::to_string(l);
   report_.kind = Preconditioner::amg;
   double rows_sum = 0, nnz_sum = 0;
+  std::string fp32_levels;  // "0, 1 (dia-f32)": the levels whose kernel stores FP32 values
   for (size_t l = 0; l < levels_.size(); ++l) {
     const Level& L = levels_[l];
     AmgLevelReport lr;
     lr.rows = L.a->rows, lr.nnz = L.a->nnz;
     lr.kernel = l + 1 == levels_.size() ? "dense inverse" : L.op->chosen(std::max(1, in.expected_columns));
     lr.smoother_lambda_max = L.lambda_max;
+    if (const KernelEntry* e = find_kernel(lr.kernel); e && e->fp32_values)
+      fp32_levels += (fp32_levels.empty() ? "" : ", ") + std::to_string(l) + " (" + lr.kernel + ")";
     report_.levels.push_back(lr);
     rows_sum += lr.rows, nnz_sum += static_cast<double>(lr.nnz);
+  }
+  if (!fp32_levels.empty()) {
+    report_.precision = Precision::mixed;
+    report_.precision_reason = "whose level operators read FP32 values on level(s) " + fp32_levels;
+  } else if (in.precision == Precision::mixed) {
+    throw UsageError("--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
+                     "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " + report_.levels[0].kernel + ")");
+  } else {
+    report_.precision_reason = in.precision == Precision::double_precision
+                                   ? "in FP64 (asked)"
+                                   : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
+                                         kernels_with_fp32_variant() + ")";
   }
   report_.grid_complexity = levels_[0].a->rows ? rows_sum / levels_[0].a->rows : 0;
   report_.operator_complexity = levels_[0].a->nnz ? nnz_sum / static_cast<double>(levels_[0].a->nnz) : 0;

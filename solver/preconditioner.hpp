@@ -60,6 +60,8 @@ struct PreconditionerInputs {
   // the index of matrix's first row in A (a rank's first row; 0 on one GPU): random vectors are the whole
   // system's draws on any rank count, and block-Jacobi's blocks are aligned to A's rows, not the rank's
   int64_t first_row = 0;
+  // the solver's precision option: AMG's levels take their kernels' FP32-values variants unless double
+  Precision precision = Precision::double_precision;
 };
 
 // The preconditioner `kind` (automatic resolves by choose_preconditioner), set up on the device; none gives

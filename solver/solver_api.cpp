@@ -290,7 +290,8 @@ struct Solver::Impl {
     {
       NvtxRange precond_range("preconditioner");
       // this GPU's rows (a rank's diagonal block) and the product the solver applies (a rank's: the distributed one)
-      PreconditionerInputs in{matrix, *op, oo, options.matrix_name, k, options.iteration.stop.rtol, row_begin};
+      PreconditionerInputs in{matrix, *op, oo, options.matrix_name, k, options.iteration.stop.rtol, row_begin,
+                              options.precision};
       // a rank's refusal (a block that is not SPD, a non-positive diagonal) reaches every rank before the solve's sums
       agree_over_ranks(comm, [&] { precond = make_preconditioner(options.precond, options.precond_options, in); });
     }
@@ -332,12 +333,18 @@ struct Solver::Impl {
       return c;
     }
     const Preconditioner pc = precond_now ? precond_now->report().kind : Preconditioner::none;
+    if (pc == Preconditioner::amg) {  // the iteration in FP64; the hierarchy chose its levels' precision
+      const PreconditionerReport& amg = precond_now->report();
+      c.precision = amg.precision;
+      c.reason = "cg in FP64 with an AMG hierarchy " + amg.precision_reason;
+      return c;
+    }
     const LinearOperator& local = rank_op ? rank_op->local_operator() : op_now;
     c.kernel = find_kernel(local.chosen(1));
     std::string why_not;
     if (options.solver != SolverKind::cg) why_not = "mixed precision is cg's, not " + std::string(name_of(options.solver)) + "'s";
     else if (pc != Preconditioner::none && pc != Preconditioner::jacobi)
-      why_not = "mixed precision runs with Jacobi or no preconditioner, not " + std::string(name_of(pc));
+      why_not = "mixed precision runs with Jacobi, AMG or no preconditioner, not " + std::string(name_of(pc));
     else if (options.iteration.vector_ops == VectorOps::thrust) why_not = "the Thrust reference path is FP64";
     else if (persistent_cg_layout(op_now) &&
              (options.iteration.persistent == Switch::on ||
@@ -392,13 +399,6 @@ struct Solver::Impl {
     commit_precision(choose_precision(*op, precond.get(), matrix, oo), oo);
   }
 
-  static std::string kernels_with_fp32_variant() {
-    std::string names;
-    for (const KernelEntry& e : kernel_registry())
-      if (!e.fp32_variant.empty()) names += (names.empty() ? "" : ", ") + e.name;
-    return names;
-  }
-
   // ---- update_values: new values on the kept pattern ----
 
   void refuse_update_on_ranks() const {
@@ -426,7 +426,8 @@ struct Solver::Impl {
     std::unique_ptr<PreconditionerOp> new_precond;
     if (precond) {
       NvtxRange precond_range("preconditioner");
-      PreconditionerInputs in{*new_setup, *new_op, oo, options.matrix_name, k, options.iteration.stop.rtol, row_begin};
+      PreconditionerInputs in{*new_setup, *new_op, oo, options.matrix_name, k, options.iteration.stop.rtol, row_begin,
+                              options.precision};
       new_precond = update_preconditioner(*precond, options.precond_options, in);
     }
     const double precond_ms = ms_since(t_precond);

@@ -969,4 +969,55 @@ TEST_F(GpuPrecond, AutoTakesJacobiWhenTheTrialReachesRtol) {
   expect_true_residual(a, random_block(a.rows, 1, 5), x, so.iteration.stop.rtol, "easy auto");
 }
 
+// Mixed precision with AMG (#35 item 2a): the levels whose kernel has an FP32-values variant (dia's: the stencils'
+// fine level) apply it, the iteration stays FP64. The answer still reaches rtol (checked on the host from the
+// poisoned x), the iterations stay within 10 % (+1) of the FP64 hierarchy's, the report names the FP32 levels, and
+// double keeps every level FP64. A mixed asked where no level has the variant is refused by name.
+TEST_F(GpuPrecond, AmgFp32LevelsKeepTheAnswerAndTheIterations) {
+  for (const char* name : {"poisson3d:24", "jump3d:16", "poisson2d:90", "aniso3d:20"}) {
+    const CsrMatrix a = generate(name);
+    std::map<Precision, int> its;
+    for (const Precision p : {Precision::double_precision, Precision::mixed, Precision::automatic}) {
+      const std::string what = std::string(name) + " " + name_of(p);
+      SolverOptions so;
+      so.precond = Preconditioner::amg, so.kernel = "dia", so.precision = p, so.backend = Backend::gpu;
+      so.iteration.stop = {1e-10, 0, 500};
+      so.precond_options.coarse_rows = 100;
+      Solver s(a, so);
+      DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+      const SolveResult r = s.solve(RhsKind::random, 1, 5, x);
+      ASSERT_TRUE(r.all_converged()) << what;
+      expect_true_residual(a, random_block(a.rows, 1, 5), x, so.iteration.stop.rtol, what);
+      const PreconditionerReport* m = s.preconditioner();
+      ASSERT_NE(m, nullptr);
+      ASSERT_GE(m->levels.size(), 2u) << what;
+      const bool fp32 = p != Precision::double_precision;
+      EXPECT_EQ(m->levels[0].kernel, fp32 ? "dia-f32" : "dia") << what;
+      EXPECT_EQ(s.precision(), fp32 ? Precision::mixed : Precision::double_precision) << what;
+      EXPECT_EQ(m->precision, s.precision()) << what;
+      EXPECT_NE(s.precision_reason().find(fp32 ? "level(s) 0 (dia-f32)" : "asked"), std::string::npos)
+          << what << ": " << s.precision_reason();
+      for (const AmgLevelReport& level : m->levels)  // no FP32 level in a double hierarchy
+        if (!fp32) EXPECT_EQ(level.kernel.find("f32"), std::string::npos) << what;
+      its[p] = max_iterations(r);
+    }
+    EXPECT_LE(its[Precision::mixed], 1.1 * its[Precision::double_precision] + 1) << name;
+    EXPECT_EQ(its[Precision::mixed], its[Precision::automatic]) << name;
+  }
+  SolverOptions so;
+  so.precond = Preconditioner::amg, so.kernel = "csr-vector", so.precision = Precision::mixed, so.backend = Backend::gpu;
+  so.precond_options.coarse_rows = 100;
+  try {
+    Solver s(input("bcsstk21.mtx"), so);
+    ADD_FAILURE() << "mixed AMG without an FP32 level was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no level of the AMG hierarchy"), std::string::npos) << e.what();
+  }
+  so.precision = Precision::automatic;  // auto: FP64 with the reason
+  Solver s(input("bcsstk21.mtx"), so);
+  EXPECT_EQ(s.precision(), Precision::double_precision);
+  EXPECT_NE(s.precision_reason().find("no level's kernel has an FP32-values variant"), std::string::npos)
+      << s.precision_reason();
+}
+
 }  // namespace

@@ -465,7 +465,9 @@ class Solver:
           "one-reduction": cg with Jacobi or none sums once an iteration).
       precision ["{_DEFAULTS["precision"]}"]: cg's matrix values in the iteration: "double", "mixed" (the kernel's FP32
           variant, FP64 vectors and true residual) or "auto" (mixed where every value is an FP32 number); the
-          result is always judged by the FP64 true residual. .precision and .precision_reason tell the choice.
+          result is always judged by the FP64 true residual. With precond="amg" the iteration stays FP64 and
+          "mixed" (and "auto") puts FP32 values in the hierarchy's levels whose kernel has the variant.
+          .precision and .precision_reason tell the choice.
       keep_history [{_DEFAULTS["keep_history"]}]: keep each column's residual history (result.history, what
           result.plot() draws; the GPU backend keeps one, the host backend none).
 

@@ -35,6 +35,9 @@ enum class CgRecurrence { automatic, classic, one_reduction };
 // iteration; the vectors, the sums and the true residual stay FP64, and the true residual replaces the recursive
 // one wherever the latter says converged, so every answer is judged in FP64); auto: mixed where the values are FP32
 // numbers already (nothing is lost) and the kernel has an FP32 variant, else double, with the reason.
+// With AMG the iteration stays FP64 and mixed is the hierarchy's: each level whose kernel has an FP32-values variant
+// applies it in the smoother, the residual and the spectrum estimate (a preconditioner's values need not be exact:
+// the FP64 iteration judges the answer); auto takes it wherever such a level exists.
 enum class Precision { automatic, double_precision, mixed };
 
 template <class E>
@@ -220,7 +223,7 @@ struct PreconditionerOptions {
 struct AmgLevelReport {
   int32_t rows = 0;
   int64_t nnz = 0;
-  std::string kernel;  // the operator's kernel on this level (auto's choice), or "dense" on the coarsest
+  std::string kernel;  // the operator's kernel on this level (auto's choice, or its FP32 variant), or "dense" on the coarsest
   double smoother_lambda_max = 0;
 };
 
@@ -236,6 +239,9 @@ struct PreconditionerReport {
   std::vector<AmgLevelReport> levels;  // amg only
   double operator_complexity = 0;      // amg: sum nnz / nnz of the fine level
   double grid_complexity = 0;          // amg: sum rows / rows of the fine level
+  // Its own operators' values (amg: mixed when a level applies an FP32-values kernel) and which, or why not
+  Precision precision = Precision::double_precision;
+  std::string precision_reason;
 };
 
 // How the iteration runs (the solver's own options; SolverOptions in spcg.hpp adds the setup's).
