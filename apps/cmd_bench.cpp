@@ -1,5 +1,5 @@
 // spcg bench: the benchmarks' options, typed into BenchOptions, and the dispatch to the harness
-// (solver/bench: spmv, spmm, cg, block-cg) or to the reader's benchmark (apps/bench_read.cpp).
+// (solver/bench: spmv, spmm, cg, block-cg, vcycle) or to the reader's benchmark (apps/bench_read.cpp).
 #include <boost/program_options.hpp>
 #include <charconv>
 #include <cstdio>
@@ -30,9 +30,9 @@ std::vector<int> read_thread_counts(const std::string& list) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& args) {
-  po::options_description opts("spcg bench spmv|spmm|cg|block-cg [options]\n       spcg bench read FILE... [--runs N]\noptions");
+  po::options_description opts("spcg bench spmv|spmm|cg|block-cg|vcycle [options]\n       spcg bench read FILE... [--runs N]\noptions");
   opts.add_options()("help,h", "show this help")("list", "list the registry kernels and exit")
-      ("what", po::value<std::string>(), "spmv | spmm | cg | block-cg | read")
+      ("what", po::value<std::string>(), "spmv | spmm | cg | block-cg | vcycle | read")
       ("files", po::value<std::vector<std::string>>()->multitoken(), "read: the Matrix Market files")
       ("matrices", po::value<std::string>()->default_value(""), "comma-separated files or generator specs (default: the issue's set)")
       ("matrix-dir", po::value<std::string>()->default_value(default_matrix_dir()), "directory of SPD .mtx files added to the set (block-cg: block-cg vs multi-cg iterations on those below 50000 rows)")
@@ -54,14 +54,14 @@ int run_bench(const std::vector<std::string>& args) {
       std::printf("%-14s %-8s %s\n", e.name.c_str(), e.family.c_str(), e.description.c_str());
     return 0;
   }
-  if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg, block-cg or read");
+  if (!vm.count("what")) throw UsageError("missing benchmark: spmv, spmm, cg, block-cg, vcycle or read");
   if (vm["runs"].as<int>() < 1) throw UsageError("--runs must be >= 1");
   if (vm["what"].as<std::string>() == "read")  // the host reader: no device, few runs (each reads the whole file)
     return bench_read(vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{},
                       vm["runs"].defaulted() ? 5 : vm["runs"].as<int>(), read_thread_counts(vm["threads"].as<std::string>()));
   const std::string what = vm["what"].as<std::string>();
-  if (what != "spmv" && what != "spmm" && what != "cg" && what != "block-cg")
-    throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg, block-cg or read");
+  if (what != "spmv" && what != "spmm" && what != "cg" && what != "block-cg" && what != "vcycle")
+    throw UsageError("unknown benchmark '" + what + "': expected spmv, spmm, cg, block-cg, vcycle or read");
   if (vm.count("files")) throw UsageError("unexpected arguments after '" + what + "'");
   BenchOptions o;
   o.matrices = split(vm["matrices"].as<std::string>());
@@ -85,6 +85,7 @@ int run_bench(const std::vector<std::string>& args) {
   if (what == "spmv") return bench_spmv_spmm(false, o);
   if (what == "spmm") return bench_spmv_spmm(true, o);
   if (what == "cg") return bench_cg(o);
+  if (what == "vcycle") return bench_vcycle(o);
   return bench_block_cg(o);
 }
 

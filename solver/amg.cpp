@@ -8,6 +8,13 @@
 // The cycle is a symmetric V(nu, nu): the same polynomial smoother (Chebyshev on D^-1 A, or l1-Jacobi) before
 // and after the coarse correction, so M^-1 is symmetric and, the smoother being convergent, positive definite:
 // CG stays valid. Every product of the cycle runs on the registry's operators (auto per level) on n x k blocks.
+// On several GPUs (a rank's share: the solver's product spans the ranks) level 0 smooths and takes its residual
+// with that distributed product, and everything below is the rank's own: aggregates, P and the Galerkin product
+// from the rank's diagonal block, and each coarser level rank-local (no exchange below level 0; each rank's
+// hierarchy may have its own depth). The coarse correction is then block-diagonal over the ranks, P B P' with B
+// each rank's V-cycle, still symmetric, so M^-1 stays SPD; it misses the coarse couplings across rank
+// boundaries, which costs iterations as ranks grow (docs/perf-notes.md), where the distributed Galerkin product
+// of issue #36 would not.
 #include "solver/amg.hpp"
 
 #include <Eigen/Cholesky>
@@ -17,11 +24,14 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 
+#include "kernels/communicator.hpp"
 #include "kernels/precond/amg_kernels.hpp"
 #include "kernels/matrix_setup.hpp"
 #include "kernels/nvtx.hpp"
 #include "kernels/registry.hpp"
+#include "solver/solver.hpp"
 #include "solver/spectrum.hpp"
 #include "sparse/timing.hpp"
 
@@ -32,6 +42,17 @@ namespace {
 constexpr double kStalledCoarsening = 0.85;
 // A stalled level this small is still solved densely; a larger one is an error (it would not fit).
 constexpr int32_t kMaxDenseRows = 8000;
+
+// Every row its own aggregate (P0 = I): a rank's level 0 whose coarsening stalled (a few or isolated rows) keeps
+// its part in the distributed smoothing and hands its rows to the level below, solved densely.
+DeviceAggregates singleton_aggregates(int32_t n) {
+  std::vector<int32_t> of(static_cast<size_t>(n));
+  std::iota(of.begin(), of.end(), 0);
+  DeviceAggregates agg;
+  agg.of = DeviceArray<int32_t>(of, "amg singleton aggregates");
+  agg.count = n;
+  return agg;
+}
 
 class AmgPreconditioner final : public PreconditionerOp {
  public:
@@ -103,6 +124,9 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   // too: the solver's own may sum a block apply in an SpMM's order) applies k columns as k SpMVs
   level_options.columnwise = in.operator_options.deterministic;
 
+  // several GPUs: level 0's product, Lanczos sums and stopping decision span the ranks; a refusal met before its
+  // first collective reaches every rank (agree_over_ranks), so no rank waits in a sum another has left
+  Communicator* const ranks = ranks_of(in.product);
   levels_.reserve(static_cast<size_t>(std::max(1, o.max_levels)) + 1);  // Level& stays valid while levels are added
   levels_.emplace_back();
   levels_[0].a = in.matrix.device_csr();
@@ -127,7 +151,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   // Level 0 applies the solver's operator, or one of its own: k columns as k SpMVs (deterministic), or FP32 values
   if (kept) {
     if (kept->levels_[0].owned) levels_[0].owned = level_operator(kept->levels_[0].owned.get(), in.matrix);
-  } else if (in.product.rows() > o.coarse_rows) {
+  } else if (in.product.rows() > o.coarse_rows && !ranks) {  // (a rank's level 0 is the distributed product)
     if (level_options.columnwise && level_options.expected_k > 1) levels_[0].owned = level_operator(nullptr, in.matrix);
     const std::string f32 = fp32_variant(levels_[0].owned ? *levels_[0].owned : in.product);
     if (!f32.empty()) levels_[0].owned = make_operator(f32, in.matrix, level_options);
@@ -139,38 +163,51 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       const int32_t n = a.rows;
       const std::string at = "amg level " + std::to_string(l) + ": ";
       const Level* was = kept ? &kept->levels_[l] : nullptr;  // an update: this level of kept's hierarchy
-      if (kept ? l + 1 == kept->levels_.size() : n <= o.coarse_rows || static_cast<int>(l) + 1 >= o.max_levels) break;
+      // level 0 on ranks: every rank stops or goes on alike, by the whole system's rows (a rank's own can be few)
+      const bool shared = l == 0 && ranks;
+      const double level_rows = shared ? sum_over_ranks(in.product, {double(n)}, s)[0] : double(n);
+      if (kept ? l + 1 == kept->levels_.size() : level_rows <= o.coarse_rows || static_cast<int>(l) + 1 >= o.max_levels) break;
       char nvtx_name[32];
       std::snprintf(nvtx_name, sizeof nvtx_name, "amg-setup-level-%zu", l);
       NvtxRange level_range(nvtx_name);
       DeviceArray<double> diag, dinv;  // diag: the strength graph's (a setup's, not an update's)
       std::shared_ptr<const DeviceAggregates> kept_agg = was ? was->aggregates : nullptr;
-      if (kept_agg && kept_agg->of.size() != static_cast<size_t>(n))
-        throw Error(at + "the kept aggregates are of " + std::to_string(kept_agg->of.size()) + " rows, the level has " +
-                    std::to_string(n));
-      timed("diagonal", [&] {
-        dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s);
-        if (kept_agg) return;
-        diag = DeviceArray<double>(static_cast<size_t>(n), "amg diagonal");
-        launch_diagonal(a, diag.data(), s);
-      });
-      if (!kept_agg) {
-        DeviceCsr strength;
-        timed("strength", [&] { strength = strength_graph(a, diag.data(), o.strength_theta, s); });
-        timed("aggregation", [&] {
-          kept_agg = std::make_shared<const DeviceAggregates>(aggregate_on_device(strength, o.seed, s));
+      bool dense_here = false;  // coarsening stalled on a level small enough to be the coarsest
+      agree_over_ranks(shared ? ranks : nullptr, [&] {
+        if (kept_agg && kept_agg->of.size() != static_cast<size_t>(n))
+          throw Error(at + "the kept aggregates are of " + std::to_string(kept_agg->of.size()) + " rows, the level has " +
+                      std::to_string(n));
+        timed("diagonal", [&] {
+          dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s, l == 0 ? in.first_row : 0);
+          if (kept_agg) return;
+          diag = DeviceArray<double>(static_cast<size_t>(n), "amg diagonal");
+          launch_diagonal(a, diag.data(), s);
         });
-      }
+        if (!kept_agg) {
+          DeviceCsr strength;
+          timed("strength", [&] { strength = strength_graph(a, diag.data(), o.strength_theta, s); });
+          timed("aggregation", [&] {
+            kept_agg = std::make_shared<const DeviceAggregates>(aggregate_on_device(strength, o.seed, s));
+          });
+        }
+        const DeviceAggregates& agg = *kept_agg;
+        if (!was && (agg.count == 0 || agg.count > kStalledCoarsening * n)) {
+          if (n > kMaxDenseRows)
+            throw InputError(in.matrix_name, 0, at + "coarsening stalled (" + std::to_string(n) + " rows -> " +
+                                                    std::to_string(agg.count) + " aggregates); try a smaller --amg-theta");
+          // solve this level densely; a rank's level 0 (whose smoothing the others share) keeps its level and
+          // takes every row as its own aggregate, so that the level below is its rows, solved densely
+          if (!shared) dense_here = true;
+          else kept_agg = std::make_shared<const DeviceAggregates>(singleton_aggregates(n));
+        }
+      });
+      if (dense_here) break;
       const DeviceAggregates& agg = *kept_agg;
-      if (!was && (agg.count == 0 || agg.count > kStalledCoarsening * n)) {
-        if (n <= kMaxDenseRows) break;  // solve this level densely
-        throw InputError(in.matrix_name, 0, at + "coarsening stalled (" + std::to_string(n) + " rows -> " +
-                                                std::to_string(agg.count) + " aggregates); try a smaller --amg-theta");
-      }
       Level& L = levels_[l];
       L.aggregates = kept_agg;
       timed("smoother", [&] {
-        const SpectrumEstimate est = estimate_spectrum(*L.op, dinv.data(), o.eigen_steps, 1, s);
+        // (level 0 on ranks: over the ranks, from the whole system's start vector)
+        const SpectrumEstimate est = estimate_spectrum(*L.op, dinv.data(), o.eigen_steps, 1, s, l == 0 ? in.first_row : 0);
         if (!est.finite || !(est.lambda_max > 0))
           throw InputError(in.matrix_name, 0, at + "the eigenvalue estimate of D^-1 A failed");
         L.lambda_max = o.lambda_max_safety * est.lambda_max;
@@ -268,6 +305,9 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                 o.smoother == AmgSmoother::chebyshev ? "of degree" : "sweeps:", o.smoother_degree);
   report_.detail = detail;
   if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept";
+  if (ranks)
+    report_.detail += "; on " + std::to_string(ranks->size()) + " ranks: level 0 smooths with the distributed product, " +
+                      "the coarser levels are each rank's own (this rank's rows in the table)";
   if (!library_products.empty()) {
     report_.detail += "; by cuSPARSE (a row wider than our product kernel takes):";
     for (const std::string& what : library_products) report_.detail += " " + what;

@@ -77,7 +77,7 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
     const auto t0 = std::chrono::steady_clock::now();
     // a rank's non-positive diagonal reaches every rank before the Lanczos estimate's sums
     agree_over_ranks(ranks_of(in.product), [&] {
-      dinv_ = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "chebyshev", 0);
+      dinv_ = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "chebyshev", 0, in.first_row);
     });
     const double diagonal_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
@@ -254,13 +254,13 @@ void apply_polynomial(const LinearOperator& A, const double* scale, const Polyno
 }
 
 DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
-                                             cudaStream_t s) {
+                                             cudaStream_t s, int64_t first_row) {
   DeviceArray<double> d(static_cast<size_t>(a.rows), "inverse diagonal");
   const DiagonalSummary sum = inverse_diagonal(a, d.data(), s);
   if (sum.first_nonpositive != INT32_MAX) {
     const double value = sum.first_value;
     throw InputError(matrix_name, 0, std::string(who) + " needs a positive diagonal, but row " +
-                                         std::to_string(int64_t{sum.first_nonpositive} + 1) + " has diagonal " +
+                                         std::to_string(first_row + sum.first_nonpositive + 1) + " has diagonal " +
                                          (value == 0 ? std::string("0 (zero or missing)") : format("%.6g", value)));
   }
   return d;
@@ -338,13 +338,14 @@ PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in) {
     }
     return c;
   };
-  // where Jacobi-CG would take long: AMG, or where AMG does not run (several GPUs) the distributed preconditioner
-  // that cuts Jacobi-CG's iterations, Chebyshev (AutoPreconditionerRule's comment says why)
-  const bool amg_runs = !ranks_of(in.product) || runs_on_several_gpus(Preconditioner::amg);
+  // where Jacobi-CG would take long: AMG, or on several GPUs Chebyshev, the distributed preconditioner that cuts
+  // Jacobi-CG's iterations (AutoPreconditionerRule's comment says why)
+  const bool amg_runs = !ranks_of(in.product) || Rule::amg_on_several_gpus;
   auto amg_or_chebyshev = [&](const std::string& why) {
     c.kind = amg_runs ? Preconditioner::amg : Preconditioner::chebyshev;
-    c.reason = amg_runs ? why : why + "; on several GPUs AMG is not distributed, and Chebyshev's polynomial in D^-1 A "
-                                      "cuts the iterations, and with them the sums over the ranks";
+    c.reason = amg_runs ? why : why + "; on several GPUs AMG couples the ranks on its finest level only (its coarser "
+                                      "levels are rank-local; --precond amg takes it), and Chebyshev's polynomial in "
+                                      "D^-1 A cuts the iterations, and with them the sums over the ranks";
     return c;
   };
   if (n < Rule::min_rows_for_amg || !positive)

@@ -4,7 +4,7 @@
 // hands out its inverse diagonal, which the fused solver kernels apply in the same pass as their updates.
 // On several GPUs a preconditioner works on the rank's rows: Jacobi and block-Jacobi from the rank's diagonal
 // block alone (their applies are local), Chebyshev through the distributed product (its applies are collective,
-// as A's are) with the rank's inverse diagonal; AMG is not distributed (runs_on_several_gpus, solve_types.hpp).
+// as A's are) with the rank's inverse diagonal; AMG on ranks: solver/amg.cpp.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -105,6 +105,10 @@ struct AutoPreconditionerRule {
   static constexpr uint64_t trial_seed = 7;
   static constexpr double coefficient_contrast = 1e3;  // max / min of the diagonal from which AMG is taken outright
   static constexpr double constant_diagonal = 1e-12;  // max / min - 1 below this: constant
+  // On several GPUs auto takes Chebyshev where one GPU takes AMG: a rank's AMG couples the ranks on level 0 only
+  // (its coarser levels are rank-local, solver/amg.cpp), and whether that still beats Chebyshev as the ranks
+  // grow is not measured yet (--precond amg takes it)
+  static constexpr bool amg_on_several_gpus = false;
 };
 struct PreconditionerChoice {
   Preconditioner kind = Preconditioner::jacobi;
@@ -112,9 +116,10 @@ struct PreconditionerChoice {
 };
 PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in);
 
-// The inverse diagonal on the device, checked: InputError naming the first row with a_ii <= 0.
+// The inverse diagonal on the device, checked: InputError naming the first row with a_ii <= 0 (as a row of the
+// whole system: a's first row is its row first_row, a rank's first).
 DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
-                                             cudaStream_t stream);
+                                             cudaStream_t stream, int64_t first_row = 0);
 
 // A polynomial smoother x <- x + q(S A)(b - A x) in steps (solver/preconditioner.cpp): each step d = c1 d + c2 S res,
 // x += d, res -= A d, with S a diagonal scaling. Chebyshev on [lambda_max / ratio, lambda_max] of S A when

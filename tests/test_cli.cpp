@@ -202,7 +202,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   expect("info poisson3d:4", 0, "values            all FP32 numbers (mixed precision loses nothing)");
   expect("info poisson3d:4 --format json", 0, "\"values_not_fp32\":0");
   expect("info " + spcg::test::input("fv1.mtx"), 0, "are not FP32 numbers");
-  expect("bench", 2, "missing benchmark: spmv, spmm, cg, block-cg or read");
+  expect("bench", 2, "missing benchmark: spmv, spmm, cg, block-cg, vcycle or read");
   expect("bench spmv --matrix-dir /nonexistent/dir", 2, "--matrix-dir /nonexistent/dir: not a directory");
   const std::string empty_dir = dir.file("no_mtx_here");
   fs::create_directories(empty_dir);
@@ -868,11 +868,9 @@ TEST(Cli, RankEnvironmentErrorsAreUsageErrors) {
   o = shell(mpi + "--gpus 3");
   EXPECT_EQ(o.code, 2) << o.output;
   EXPECT_NE(o.output.find("rank 1 of 2: --gpus 3, but Open MPI (OMPI_COMM_WORLD_*) started 2 ranks"), std::string::npos) << o.output;
-  o = shell(mpi + "--precond amg");
+  o = shell(mpi + "--kernel csr-vector");
   EXPECT_EQ(o.code, 2) << o.output;
-  EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the preconditioner is none, jacobi, block-jacobi, chebyshev or auto (amg is not distributed)"),
-            std::string::npos)
-      << o.output;
+  EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the kernel is auto"), std::string::npos) << o.output;
   o = shell(mpi + "--backend host");
   EXPECT_EQ(o.code, 2) << o.output;
   EXPECT_NE(o.output.find("rank 1 of 2: on several GPUs the backend is gpu"), std::string::npos) << o.output;
@@ -928,8 +926,6 @@ TEST(Cli, RankWithoutGpuFailsCleanly) {
 // starts them (its variables) solves and reports per rank; two ranks forced onto one GPU fail in NCCL's start
 // and the launcher ends the job with one line naming the rank and a non-zero status, no hang.
 TEST(Cli, SeveralGpus) {
-  expect("solve --generate poisson2d:8 --gpus 2 --precond amg", 2,
-         "on several GPUs the preconditioner is none, jacobi, block-jacobi, chebyshev or auto (amg is not distributed)");
   expect("solve --generate poisson2d:8 --gpus 2 --kernel csr-vector", 2, "on several GPUs the kernel is auto");
   expect("solve --generate poisson2d:8 --gpus 0", 2, "--gpus must be between 1 and 1024");
   expect("solve --generate poisson2d:8 --gpus 2 --tol -1", 2, "--tol and --atol must be finite");  // checked once, by the launcher
@@ -1067,6 +1063,15 @@ TEST(Cli, GpuBenchmarksRunEveryHarness) {
     const std::string j = read_text(json);
     EXPECT_NE(j.find("\"block_cg_converged\":true"), std::string::npos) << j.substr(0, 600);
     EXPECT_NE(j.find("\"multi_cg_converged\":true"), std::string::npos) << j.substr(0, 600);
+  }
+  {  // the V-cycle: FP64 and FP32 levels on the stencil (dia-f32 on level 0), a model and a time for each
+    const Outcome o = run("bench vcycle --matrices poisson3d:40 --runs 3 --output " + json);
+    ASSERT_EQ(o.code, 0) << o.output;
+    const std::string j = read_text(json);
+    EXPECT_NE(j.find("\"values\":\"fp64\""), std::string::npos) << j.substr(0, 600);
+    EXPECT_NE(j.find("dia-f32"), std::string::npos) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "model_bytes", 0), 0.0) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "us_per_cycle", 0), 0.0) << j.substr(0, 600);
   }
 }
 

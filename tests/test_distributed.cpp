@@ -791,9 +791,10 @@ TEST_F(GpuRanks, RefusesWhatIsNotDistributed) {
   const CsrMatrix a = generate("poisson2d:6");
   const RowPartition p = partition_evenly(a.rows, 1);
   InProcessGroup group(1);
-  SolverOptions o = options_for(SolverKind::cg, Preconditioner::amg, 1);
+  SolverOptions o = options_for(SolverKind::cg, Preconditioner::jacobi, 1);
+  o.iteration.vector_ops = VectorOps::thrust;
   EXPECT_THROW(RankSolver(rank_blocks(a, p, 0), a.rows, group.communicator(0), o), UsageError);
-  o.precond = Preconditioner::none, o.kernel = "csr-vector";
+  o.iteration.vector_ops = VectorOps::fused, o.kernel = "csr-vector";
   EXPECT_THROW(RankSolver(rank_blocks(a, p, 0), a.rows, group.communicator(0), o), UsageError);
 }
 
@@ -918,18 +919,16 @@ namespace {
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 
 // What runs on several GPUs is declared once (runs_on_several_gpus), and the refusal of what does not names it
-// and lists what does: every preconditioner but AMG, auto among them; a rank's options refuse the same words.
+// and lists what does: every preconditioner (AMG with rank-local coarse levels), auto among them; a rank's
+// options refuse with the same words.
 TEST(SeveralGpus, CapabilitiesDeclareWhatIsDistributed) {
-  const std::string distributed = "none, jacobi, block-jacobi, chebyshev or auto";
+  EXPECT_EQ(several_gpus_names<Preconditioner>(), "none, jacobi, block-jacobi, chebyshev, amg or auto");
   for (const auto& [p, name] : OptionNames<Preconditioner>::list) {
-    const bool runs = p != Preconditioner::amg;
-    EXPECT_EQ(runs_on_several_gpus(p), runs) << name;
-    const std::string why = several_gpus_refusal(p);
-    if (runs) EXPECT_EQ(why, "") << name;
-    else EXPECT_EQ(why, "on several GPUs the preconditioner is " + distributed + " (" + name + " is not distributed)");
+    EXPECT_TRUE(runs_on_several_gpus(p)) << name;
+    EXPECT_EQ(several_gpus_refusal(p), "") << name;
     SolverOptions o;
     o.precond = p;
-    EXPECT_EQ(several_gpus_refusal(o), why) << name;  // the options' refusal is the preconditioner's own
+    EXPECT_EQ(several_gpus_refusal(o), "") << name;  // the options' refusal is the preconditioner's own
   }
   SolverOptions o;
   EXPECT_EQ(several_gpus_refusal(o), "");
@@ -1234,6 +1233,99 @@ TEST_F(GpuRanks, ChebyshevAndBlockJacobiPcgMatchOneGpu) {
       }
 }
 
+// AMG on ranks (solver/amg.cpp: level 0 smoothed with the distributed product, every coarser level the rank's
+// own) on 1, 2, 3 and 5 ranks, each solver: every column converges, the host's ||b - A x|| / ||b|| meets the
+// tolerance, one rank takes one GPU's iterations to rounding (its hierarchy is one GPU's, level 0 in FP64), and
+// more ranks take fewer iterations than Jacobi-CG on one GPU (what AMG is for) and at most a few times one GPU's
+// AMG (the coarse couplings across rank boundaries are what the rank-local levels miss). Every rank reports AMG
+// on its own rows and names the ranks; 5 ranks on the small systems leave ranks whose rows barely coarsen.
+TEST_F(GpuRanks, AmgOnRanksConvergesWithRankLocalCoarseLevels) {
+  std::vector<std::pair<std::string, CsrMatrix>> cases = distributed_precond_cases();
+  cases.emplace_back("poisson2d:40", generate("poisson2d:40"));
+  const std::pair<SolverKind, int> solvers[] = {{SolverKind::cg, 1}, {SolverKind::multi_cg, 2}, {SolverKind::block_cg, 2}};
+  for (const auto& [name, a] : cases)
+    for (const auto& [kind, k] : solvers) {
+      const std::string which = name + " " + name_of(kind) + " amg";
+      SolverOptions o = options_for(kind, Preconditioner::amg, k);
+      o.iteration.stop.rtol = 1e-8;
+      o.precond_options.coarse_rows = 40;  // several levels on these small systems
+      o.precision = Precision::double_precision;  // level 0 in FP64 on one GPU too, as on ranks
+      const OneGpuBand band = one_gpu_band(a, o, k, 11, which);
+      SolverOptions jacobi = o;
+      jacobi.precond = Preconditioner::jacobi;
+      const OneGpuBand jacobi_band = one_gpu_band(a, jacobi, k, 11, which + " (jacobi)");
+      ASSERT_EQ(band.report.kind, Preconditioner::amg) << which;
+      ASSERT_GE(band.report.levels.size(), 2u) << which;
+      const DenseBlock b = make_rhs("random", a.rows, k, 11);
+      for (const int size : {1, 2, 3, 5}) {
+        const std::string what = which + " on " + std::to_string(size) + " ranks";
+        const RanksOutcome got = solve_on_ranks(a, size, o, k, 11);
+        ASSERT_TRUE(got.rank0.all_converged()) << what;
+        const std::vector<double> rel = relative_residuals(a, got.x, b);
+        for (int j = 0; j < k; ++j) {
+          const ColumnResult& c = got.rank0.columns[j];
+          EXPECT_LE(rel[j], std::max(1.1 * o.iteration.stop.rtol, 1.5 * band.residual[static_cast<size_t>(j)]))
+              << what << " column " << j;
+          if (kind == SolverKind::block_cg) continue;
+          const int lo = band.lo[static_cast<size_t>(j)], hi = band.hi[static_cast<size_t>(j)];
+          if (size == 1) {
+            const int slack = std::max(1, static_cast<int>(std::ceil(0.02 * hi)));
+            EXPECT_GE(c.iterations, lo - slack) << what << " column " << j << ": one GPU took " << lo << ".." << hi;
+            EXPECT_LE(c.iterations, hi + slack) << what << " column " << j << ": one GPU took " << lo << ".." << hi;
+          } else {
+            EXPECT_LT(c.iterations, jacobi_band.lo[static_cast<size_t>(j)])
+                << what << " column " << j << ": Jacobi-CG on one GPU took " << jacobi_band.lo[static_cast<size_t>(j)];
+            EXPECT_LE(c.iterations, 4 * hi + 5) << what << " column " << j << ": one GPU's AMG took " << lo << ".." << hi;
+          }
+          std::printf("  %s column %d: %d iterations (one GPU's AMG %d..%d, Jacobi %d)\n", what.c_str(), j, c.iterations,
+                      lo, hi, jacobi_band.lo[static_cast<size_t>(j)]);
+        }
+        for (int rank = 0; rank < size; ++rank) {
+          const PreconditionerReport& mine = got.reports[static_cast<size_t>(rank)];
+          EXPECT_EQ(mine.kind, Preconditioner::amg) << what << " rank " << rank;
+          EXPECT_FALSE(mine.levels.empty()) << what << " rank " << rank;
+          EXPECT_NE(mine.detail.find("on " + std::to_string(size) + " ranks"), std::string::npos) << what << ": " << mine.detail;
+        }
+      }
+    }
+}
+
+// AMG on ranks in deterministic mode repeats bit for bit for a rank count (a fresh setup on each run: the same
+// hierarchies, the same sums), and a non-positive diagonal on one rank's rows ends every rank with that rank's
+// reason before level 0's collective Lanczos sums (no rank waits in a sum another has left).
+TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
+  const CsrMatrix a = generate("jump3d:12");
+  SolverOptions o = options_for(SolverKind::cg, Preconditioner::amg, 2, /*deterministic=*/true);
+  o.solver = SolverKind::block_cg;
+  o.iteration.stop.rtol = 1e-8;
+  o.precond_options.coarse_rows = 40;
+  const RanksOutcome first = solve_on_ranks(a, 3, o, 2, 5), again = solve_on_ranks(a, 3, o, 2, 5);
+  ASSERT_TRUE(first.rank0.all_converged());
+  EXPECT_EQ(std::memcmp(first.x.data.data(), again.x.data.data(), first.x.data.size() * sizeof(double)), 0);
+  CsrMatrix bad = generate("poisson2d:12");
+  const RowPartition p = partition_evenly(bad.rows, 3);
+  const int32_t bad_row = p.begin(2) + 1;
+  for (int32_t q = bad.row_ptr[bad_row]; q < bad.row_ptr[bad_row + 1]; ++q)
+    if (bad.col_idx[q] == bad_row) bad.values[q] = -4;
+  const SolverOptions amg = options_for(SolverKind::cg, Preconditioner::amg, 1);
+  InProcessGroup group(3, /*timeout_s=*/20);
+  const std::vector<std::exception_ptr> failures = on_ranks(group, 3, [&](int r) {
+    RankSolver solver(rank_blocks(bad, p, r), bad.rows, group.communicator(r), amg);
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(failures[static_cast<size_t>(r)]) << "rank " << r << " did not fail";
+    try {
+      std::rethrow_exception(failures[static_cast<size_t>(r)]);
+    } catch (const CommunicationError&) {
+      EXPECT_NE(r, 2);
+    } catch (const InputError& e) {
+      EXPECT_EQ(r, 2);
+      EXPECT_NE(std::string(e.what()).find("amg level 0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("row " + std::to_string(bad_row + 1) + " "), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The trial's prediction in auto's reason ("~N iterations to rtol"), or -1.
 int predicted_iterations(const std::string& reason) {
   const size_t at = reason.find("): ~");
@@ -1242,7 +1334,7 @@ int predicted_iterations(const std::string& reason) {
 
 // auto on 2 and 3 ranks measures what it does on one GPU, over the whole system (the diagonal's span and rows
 // gathered over the ranks, the Jacobi-CG trial run over them) and takes what one GPU would, or Chebyshev where
-// that is AMG (not distributed), saying so; every rank takes the same, for the same reason (but the trial's
+// that is AMG (whose coarse levels are rank-local on ranks: AutoPreconditionerRule), saying so; every rank takes the same, for the same reason (but the trial's
 // time, each rank's own clock), which names why; the trial's prediction is one GPU's to within one iteration
 // (its residuals differ by the sums' rounding). The Chebyshev it picks on the jumping coefficients solves them.
 TEST_F(GpuRanks, AutoChoosesAmongTheDistributedPreconditioners) {
@@ -1260,9 +1352,9 @@ TEST_F(GpuRanks, AutoChoosesAmongTheDistributedPreconditioners) {
       {"poisson3d:20", generate("poisson3d:20"), Preconditioner::none, Preconditioner::none, {"rows < 100000", "constant diagonal"}},
       {"jump3d:12", generate("jump3d:12"), Preconditioner::jacobi, Preconditioner::jacobi, {"rows < 100000"}},
       {"jump3d:48", generate("jump3d:48"), Preconditioner::amg, Preconditioner::chebyshev,
-       {"coefficient jumps", "AMG is not distributed"}},
+       {"coefficient jumps", "its coarser levels are rank-local"}},
       {"poisson2d:400", generate("poisson2d:400"), Preconditioner::amg, Preconditioner::chebyshev,
-       {"Jacobi-CG trial", "AMG is not distributed"}},
+       {"Jacobi-CG trial", "its coarser levels are rank-local"}},
       {"poisson3d:48 shifted", easy, Preconditioner::jacobi, Preconditioner::jacobi, {"Jacobi-CG trial", "too few for AMG"}}};
   const std::regex trial_time(", [0-9.]+ ms\\)");
   for (const Case& c : cases) {

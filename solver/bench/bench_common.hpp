@@ -1,6 +1,6 @@
 #pragma once
 // The benchmark harness (an internal library, spcg_bench: not installed) that `spcg bench` drives: its options,
-// the benchmarks (bench_kernels.cpp: spmv, spmm; bench_solvers.cpp: cg, block-cg) and what they share: the
+// the benchmarks (bench_kernels.cpp: spmv, spmm; bench_solvers.cpp: cg, block-cg, vcycle) and what they share: the
 // device header line, the copy bandwidth, medians, the matrix sets, and the output writer (JSON or CSV by the
 // file's extension). It sits above the solvers and the kernels and times them directly; it prints its tables.
 #include <cstdint>
@@ -75,6 +75,7 @@ struct BenchOptions {
 int bench_spmv_spmm(bool spmm, const BenchOptions& o);
 int bench_cg(const BenchOptions& o);
 int bench_block_cg(const BenchOptions& o);
+int bench_vcycle(const BenchOptions& o);
 
 // The registry as `spcg bench --list` prints it: name, family (spmv | spmm | baseline), description.
 struct KernelListing {

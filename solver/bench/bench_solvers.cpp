@@ -1,5 +1,6 @@
-// spcg bench cg|block-cg: our CG against the fused floor and a cuSPARSE + cuBLAS reference CG; block CG
-// against k single CG solves and multi-cg, on generated systems and the SPD files.
+// spcg bench cg|block-cg|vcycle: our CG against the fused floor and a cuSPARSE + cuBLAS reference CG; block CG
+// against k single CG solves and multi-cg, on generated systems and the SPD files; one AMG V-cycle against its
+// bytes model.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +9,10 @@
 #include "sparse/eigen_bridge.hpp"
 #include "spcg/error.hpp"
 #include "solver/bench/reference_cg.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/linear_operator.hpp"
 #include "kernels/registry.hpp"
+#include "solver/preconditioner.hpp"
 #include "solver/solver.hpp"
 
 namespace spcg {
@@ -226,6 +230,64 @@ int bench_block_cg(const BenchOptions& bo) {
     row.kv("multi_cg_converged", multi.all_converged()).kv("multi_cg_worst_true_residual", worst(multi));
   }
   if (!bo.matrix_dir.empty()) bench_block_cg_files(bo, k, rtol, out);
+  if (bo.output) out.write(*bo.output);
+  return 0;
+}
+
+// One AMG V-cycle (the preconditioner's apply on one column, the default options: degree-3 Chebyshev before and
+// after) against its bytes model (the hierarchy's bytes_per_apply: each level's smoother products, its vector
+// passes, R and P, and the coarsest level's dense product) at the copy bandwidth; the hierarchy in FP64 and with
+// its FP32 levels (the --precision mixed hierarchy), each timed by CUDA events after three warm-up cycles, the
+// median of --runs.
+int bench_vcycle(const BenchOptions& bo) {
+  const double copy_gbs = measure_copy_bandwidth_gbs();
+  const std::string dev = device_name();
+  std::printf("device: %s\ncopy bandwidth (D2D memcpy, read+write): %.1f GB/s\n", dev.c_str(), copy_gbs);
+  std::vector<std::string> matrices = bo.matrices;
+  if (matrices.empty()) matrices = {"poisson3d:200", "poisson3d27:256"};
+  BenchOutput out;
+  out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("runs", bo.runs);
+  std::printf("\n%-22s %9s %6s %-7s %9s %10s %10s %10s %8s  %s\n", "matrix", "rows", "levels", "values", "setup ms",
+              "us/cycle", "model MB", "floor us", "x floor", "level kernels");
+  for (const auto& m : matrices) {
+    Problem p;
+    if (!load_or_skip(m, p)) continue;
+    const MatrixSetup setup(p.a);
+    const OperatorOptions oo;
+    const std::unique_ptr<LinearOperator> op = make_operator("auto", setup, oo);
+    const int32_t n = p.a.rows;
+    DeviceArray<double> r(std::vector<double>(static_cast<size_t>(n), 1.0), "vcycle r");
+    DeviceArray<double> z(static_cast<size_t>(n), "vcycle z");
+    for (const Precision precision : {Precision::double_precision, Precision::mixed}) {
+      const char* values = precision == Precision::mixed ? "fp32" : "fp64";
+      const PreconditionerInputs in{setup, *op, oo, p.name, 1, bo.rtol, 0, precision};
+      std::unique_ptr<PreconditionerOp> amg;
+      double setup_ms = 0;
+      try {
+        setup_ms = time_on_stream_ms(0, [&] { amg = make_preconditioner(Preconditioner::amg, PreconditionerOptions{}, in); });
+      } catch (const UsageError& e) {  // no level with an FP32 kernel
+        std::printf("%-22s %9d %6s %-7s skipped: %s\n", p.name.substr(0, 22).c_str(), n, "-", values, e.what());
+        continue;
+      }
+      const PreconditionerReport& report = amg->report();
+      amg->reserve(1);
+      for (int warm = 0; warm < 3; ++warm) amg->apply(r.data(), z.data(), 1, 0);
+      std::vector<double> ms;
+      for (int run = 0; run < bo.runs; ++run)
+        ms.push_back(time_on_stream_ms(0, [&] { amg->apply(r.data(), z.data(), 1, 0); }));
+      const double us = 1e3 * median(ms), bytes = amg->bytes_per_apply(1);
+      const double floor_us = bytes / (copy_gbs * 1e3);
+      std::string kernels;
+      for (const AmgLevelReport& level : report.levels) kernels += (kernels.empty() ? "" : ", ") + level.kernel;
+      std::printf("%-22s %9d %6zu %-7s %9.1f %10.1f %10.1f %10.1f %8.2f  %s\n", p.name.substr(0, 22).c_str(), n,
+                  report.levels.size(), values, setup_ms, us, bytes / 1e6, floor_us, us / floor_us, kernels.c_str());
+      Record& row = out.add("results");
+      row.kv("matrix", p.name).kv("rows", n).kv("nnz", static_cast<long long>(p.a.nnz())).kv("values", values);
+      row.kv("levels", static_cast<int>(report.levels.size())).kv("operator_complexity", report.operator_complexity);
+      row.kv("setup_ms", setup_ms).kv("us_per_cycle", us).kv("model_bytes", bytes).kv("floor_us", floor_us);
+      row.kv("ratio_to_floor", us / floor_us).kv("level_kernels", kernels);
+    }
+  }
   if (bo.output) out.write(*bo.output);
   return 0;
 }

@@ -126,16 +126,14 @@ std::string option_names() {
   return option_names_where<E>([](E) { return true; });
 }
 
-// What runs on several GPUs, declared once: every solver; every preconditioner but AMG, whose hierarchy is not
-// distributed (Jacobi and block-Jacobi from the rank's rows, block-Jacobi's blocks cut at the rank's boundaries;
-// Chebyshev through the distributed product, its interval from a Lanczos estimate over the ranks; auto choosing
-// among these); the fused vector kernels (the Thrust reference keeps its scalars on one host). The CLI and a
-// rank's Solver refuse the rest with several_gpus_refusal()'s words (spcg.hpp), and the CLI's help lists these.
+// What runs on several GPUs, declared once: every solver; every preconditioner (Jacobi and block-Jacobi from the
+// rank's rows, block-Jacobi's blocks cut at the rank's boundaries; Chebyshev through the distributed product, its
+// interval from a Lanczos estimate over the ranks; AMG smoothing level 0 with the distributed product, its coarser
+// levels each rank's own (solver/amg.cpp); auto choosing among these); the fused vector kernels (the Thrust
+// reference keeps its scalars on one host). The CLI and a rank's Solver refuse the rest with
+// several_gpus_refusal()'s words (spcg.hpp), and the CLI's help lists these.
 constexpr bool runs_on_several_gpus(SolverKind) { return true; }
-constexpr bool runs_on_several_gpus(Preconditioner p) {
-  return p == Preconditioner::none || p == Preconditioner::jacobi || p == Preconditioner::block_jacobi ||
-         p == Preconditioner::chebyshev || p == Preconditioner::automatic;
-}
+constexpr bool runs_on_several_gpus(Preconditioner) { return true; }
 constexpr bool runs_on_several_gpus(VectorOps v) { return v == VectorOps::fused; }
 // "none, jacobi, ... or auto": the values of E that run on several GPUs (the refusals' words, the CLI's help).
 template <class E>
