@@ -41,7 +41,7 @@ int run_bench(const std::vector<std::string>& args) {
       ("k", po::value<std::string>()->default_value("1,2,4,8,16,32"), "block widths (spmm), or the k of block-cg")
       ("runs", po::value<int>()->default_value(50), "timed runs per kernel (median reported)")
       ("threads", po::value<std::string>()->default_value("0"), "read: comma-separated thread counts beside one (0: every core)")
-      ("kernel", po::value<std::string>()->default_value("auto"), "cg: kernel for our CG")
+      ("kernel", po::value<std::string>()->default_value("auto"), "cg: kernel for our CG; vcycle: level 0's kernel")
       ("tol", po::value<double>()->default_value(1e-8), "cg/block-cg: relative tolerance")
       ("maxit", po::value<int>()->default_value(20000), "cg/block-cg: iteration limit")
       ("output", po::value<std::string>(), "write results as JSON (.json) or CSV (.csv)");

@@ -64,7 +64,7 @@ struct BenchOptions {
   std::vector<std::string> kernels;   // registry names (empty: the family, cuSPARSE and auto)
   std::vector<int> ks{1, 2, 4, 8, 16, 32};  // block widths (spmm); block-cg takes the last
   int runs = 50;                      // timed runs per kernel (median reported)
-  std::string kernel = "auto";        // cg: our CG's kernel
+  std::string kernel = "auto";        // cg: our CG's kernel; vcycle: level 0's
   double rtol = 1e-8;                 // cg, block-cg
   int max_iterations = 20000;         // cg, block-cg
   std::string matrix_dir;             // SPD files added to the set (empty: none)

@@ -238,7 +238,7 @@ int bench_block_cg(const BenchOptions& bo) {
 // after) against its bytes model (the hierarchy's bytes_per_apply: each level's smoother products, its vector
 // passes, R and P, and the coarsest level's dense product) at the copy bandwidth; the hierarchy in FP64 and with
 // its FP32 levels (the --precision mixed hierarchy), each timed by CUDA events after three warm-up cycles, the
-// median of --runs.
+// median of --runs. Level 0 runs --kernel (auto: auto's choice); the coarser levels auto's.
 int bench_vcycle(const BenchOptions& bo) {
   const double copy_gbs = measure_copy_bandwidth_gbs();
   const std::string dev = device_name();
@@ -254,7 +254,7 @@ int bench_vcycle(const BenchOptions& bo) {
     if (!load_or_skip(m, p)) continue;
     const MatrixSetup setup(p.a);
     const OperatorOptions oo;
-    const std::unique_ptr<LinearOperator> op = make_operator("auto", setup, oo);
+    const std::unique_ptr<LinearOperator> op = make_operator(bo.kernel, setup, oo);  // level 0's (--kernel)
     const int32_t n = p.a.rows;
     DeviceArray<double> r(std::vector<double>(static_cast<size_t>(n), 1.0), "vcycle r");
     DeviceArray<double> z(static_cast<size_t>(n), "vcycle z");
