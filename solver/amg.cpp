@@ -130,16 +130,19 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   levels_.reserve(static_cast<size_t>(std::max(1, o.max_levels)) + 1);  // Level& stays valid while levels are added
   levels_.emplace_back();
   levels_[0].a = in.matrix.device_csr();
-  levels_[0].a->require_narrow("AMG");
+  agree_over_ranks(ranks, [&] { levels_[0].a->require_narrow("AMG"); });  // before level 0's first sum
   levels_[0].op = &in.product;
   // An update remakes kept's level kernels (remake_operator: its choice, not a new one) on the new values.
   auto level_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
     return was ? remake_operator(*was, m, level_options) : make_operator("auto", m, level_options);
   };
-  // A level's A_l in its kernel's FP32-values variant where it has one, unless --precision double (solve_types.hpp)
+  // A level's A_l in its kernel's FP32-values variant where it has one, unless --precision double (solve_types.hpp).
+  // On ranks every level stays FP64: level 0 is the distributed product, and FP32 on some ranks' coarser levels
+  // only would make the ranks' hierarchies differ in kind for little (their bytes are a few % of a cycle's).
   const int k_expected = level_options.expected_k;
   auto fp32_variant = [&](const LinearOperator& op) -> std::string {
-    const KernelEntry* e = in.precision == Precision::double_precision ? nullptr : find_kernel(op.chosen(k_expected));
+    const bool fp64 = in.precision == Precision::double_precision || ranks;
+    const KernelEntry* e = fp64 ? nullptr : find_kernel(op.chosen(k_expected));
     return e ? e->fp32_variant : std::string();
   };
   auto level_matrix_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
@@ -289,13 +292,17 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     report_.precision = Precision::mixed;
     report_.precision_reason = "whose level operators read FP32 values on level(s) " + fp32_levels;
   } else if (in.precision == Precision::mixed) {
-    throw UsageError("--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
-                     "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " + report_.levels[0].kernel + ")");
+    throw UsageError(ranks ? "--precision mixed: on several GPUs AMG's hierarchy stays FP64 (its finest level is the "
+                             "distributed product); use --precision double or auto"
+                           : "--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
+                             "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " +
+                                 report_.levels[0].kernel + ")");
   } else {
-    report_.precision_reason = in.precision == Precision::double_precision
-                                   ? "in FP64 (asked)"
-                                   : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
-                                         kernels_with_fp32_variant() + ")";
+    report_.precision_reason = in.precision == Precision::double_precision ? "in FP64 (asked)"
+                               : ranks ? "in FP64: on several GPUs the hierarchy stays FP64 (its finest level is the "
+                                         "distributed product)"
+                                       : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
+                                             kernels_with_fp32_variant() + ")";
   }
   report_.grid_complexity = levels_[0].a->rows ? rows_sum / levels_[0].a->rows : 0;
   report_.operator_complexity = levels_[0].a->nnz ? nnz_sum / static_cast<double>(levels_[0].a->nnz) : 0;

@@ -408,7 +408,8 @@ std::unique_ptr<PreconditionerOp> make_preconditioner(Preconditioner kind, const
     case Preconditioner::automatic: break;
     case Preconditioner::jacobi: {
       const auto t0 = std::chrono::steady_clock::now();
-      DeviceArray<double> dinv = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "Jacobi preconditioner", 0);
+      DeviceArray<double> dinv = checked_inverse_diagonal(*in.matrix.device_csr(), in.matrix_name, "Jacobi preconditioner", 0,
+                                                          in.first_row);
       m = std::make_unique<JacobiPreconditioner>(std::move(dinv), ms_since(t0));
       break;
     }

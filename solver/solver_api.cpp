@@ -254,6 +254,7 @@ struct Solver::Impl {
   std::unique_ptr<LinearOperator> op32;       // mixed precision: the kernel's FP32-values variant
   bool op32_exact = false;                    // ... whose values are A's (every value an FP32 number)
   Precision precision = Precision::double_precision;  // as resolved
+  bool fp32_iteration = false;  // mixed in the iteration's own products (not AMG's hierarchy alone)
   std::string precision_reason;
   bool host_jacobi = false;                   // host backend
   std::vector<Phase> phases;
@@ -302,7 +303,7 @@ struct Solver::Impl {
     const auto t_precision = std::chrono::steady_clock::now();
     resolve_precision(oo);
     phases = operator_phases(matrix, local, operator_ms);
-    phases[2].ms += precision == Precision::mixed ? ms_since(t_precision) : 0.0;  // "conversion": the FP32 stripes
+    phases[2].ms += fp32_iteration ? ms_since(t_precision) : 0.0;  // "conversion": the FP32 stripes
     if (rank_op) phases.push_back({"connect", connect_ms});
     phases.push_back({"preconditioner", precond_ms});
     // A solve keeps only what it reads: the device CSR and the layouts no operator or preconditioner holds go,
@@ -324,6 +325,7 @@ struct Solver::Impl {
     std::unique_ptr<LinearOperator> op32;  // one GPU's FP32 copy (a rank's is made by commit_precision)
     bool exact = false;                    // every value an FP32 number: the copy's products are A's
     const KernelEntry* kernel = nullptr;
+    bool hierarchy_only = false;  // AMG's levels chose it; the iteration stays FP64 (no FP32 copy of A)
   };
   PrecisionChoice choose_precision(const LinearOperator& op_now, const PreconditionerOp* precond_now,
                                    const MatrixSetup& matrix, const OperatorOptions& oo) const {
@@ -336,7 +338,8 @@ struct Solver::Impl {
     if (pc == Preconditioner::amg) {  // the iteration in FP64; the hierarchy chose its levels' precision
       const PreconditionerReport& amg = precond_now->report();
       c.precision = amg.precision;
-      c.reason = "cg in FP64 with an AMG hierarchy " + amg.precision_reason;
+      c.hierarchy_only = true;
+      c.reason = "the iteration in FP64 with an AMG hierarchy " + amg.precision_reason;
       return c;
     }
     const LinearOperator& local = rank_op ? rank_op->local_operator() : op_now;
@@ -388,8 +391,9 @@ struct Solver::Impl {
     return c;
   }
   void commit_precision(PrecisionChoice c, const OperatorOptions& oo) {
-    if (rank_op && c.precision == Precision::mixed) rank_op->make_fp32_copy(oo, c.exact);
+    if (rank_op && c.precision == Precision::mixed && !c.hierarchy_only) rank_op->make_fp32_copy(oo, c.exact);
     op32 = std::move(c.op32);
+    fp32_iteration = c.precision == Precision::mixed && !c.hierarchy_only;
     precision = c.precision;
     precision_reason = std::move(c.reason);
     op32_exact = c.exact;

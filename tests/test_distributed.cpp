@@ -1280,10 +1280,12 @@ TEST_F(GpuRanks, AmgOnRanksConvergesWithRankLocalCoarseLevels) {
           std::printf("  %s column %d: %d iterations (one GPU's AMG %d..%d, Jacobi %d)\n", what.c_str(), j, c.iterations,
                       lo, hi, jacobi_band.lo[static_cast<size_t>(j)]);
         }
+        const RowPartition p = partition_by_work(a, size);  // solve_on_ranks' partition
         for (int rank = 0; rank < size; ++rank) {
           const PreconditionerReport& mine = got.reports[static_cast<size_t>(rank)];
           EXPECT_EQ(mine.kind, Preconditioner::amg) << what << " rank " << rank;
-          EXPECT_FALSE(mine.levels.empty()) << what << " rank " << rank;
+          ASSERT_GE(mine.levels.size(), 2u) << what << " rank " << rank;  // level 0 smooths on every rank
+          EXPECT_EQ(mine.levels[0].rows, p.end(rank) - p.begin(rank)) << what << " rank " << rank;  // the rank's own rows
           EXPECT_NE(mine.detail.find("on " + std::to_string(size) + " ranks"), std::string::npos) << what << ": " << mine.detail;
         }
       }
@@ -1302,12 +1304,24 @@ TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
   const RanksOutcome first = solve_on_ranks(a, 3, o, 2, 5), again = solve_on_ranks(a, 3, o, 2, 5);
   ASSERT_TRUE(first.rank0.all_converged());
   EXPECT_EQ(std::memcmp(first.x.data.data(), again.x.data.data(), first.x.data.size() * sizeof(double)), 0);
+  // auto's precision (the default) on ranks: the iteration and every rank's hierarchy in FP64, alike
+  SolverOptions by_default = options_for(SolverKind::cg, Preconditioner::amg, 1);
+  by_default.precision = Precision::automatic;
+  by_default.precond_options.coarse_rows = 40;
+  const RanksOutcome plain = solve_on_ranks(a, 3, by_default, 1, 5);
+  ASSERT_TRUE(plain.rank0.all_converged());
+  EXPECT_EQ(plain.rank0.residual_replacements, 0);
+  for (const PreconditionerReport& mine : plain.reports) {
+    EXPECT_EQ(mine.precision, Precision::double_precision) << mine.precision_reason;
+    EXPECT_NE(mine.precision_reason.find("on several GPUs the hierarchy stays FP64"), std::string::npos) << mine.precision_reason;
+  }
   CsrMatrix bad = generate("poisson2d:12");
   const RowPartition p = partition_evenly(bad.rows, 3);
   const int32_t bad_row = p.begin(2) + 1;
   for (int32_t q = bad.row_ptr[bad_row]; q < bad.row_ptr[bad_row + 1]; ++q)
     if (bad.col_idx[q] == bad_row) bad.values[q] = -4;
-  const SolverOptions amg = options_for(SolverKind::cg, Preconditioner::amg, 1);
+  SolverOptions amg = options_for(SolverKind::cg, Preconditioner::amg, 1);
+  amg.check_matrix = false;  // past the setup's own check of the diagonal: AMG's level 0 meets it
   InProcessGroup group(3, /*timeout_s=*/20);
   const std::vector<std::exception_ptr> failures = on_ranks(group, 3, [&](int r) {
     RankSolver solver(rank_blocks(bad, p, r), bad.rows, group.communicator(r), amg);
@@ -1320,7 +1334,9 @@ TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
       EXPECT_NE(r, 2);
     } catch (const InputError& e) {
       EXPECT_EQ(r, 2);
-      EXPECT_NE(std::string(e.what()).find("row " + std::to_string(bad_row + 1) + " has diagonal -4"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("amg level 0: smoothing needs a positive diagonal, but row " +
+                                           std::to_string(bad_row + 1) + " has diagonal -4"),
+                std::string::npos)
           << e.what();
     }
   }

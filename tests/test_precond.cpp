@@ -988,6 +988,7 @@ TEST_F(GpuPrecond, AmgFp32LevelsKeepTheAnswerAndTheIterations) {
       const SolveResult r = s.solve(RhsKind::random, 1, 5, x);
       ASSERT_TRUE(r.all_converged()) << what;
       expect_true_residual(a, random_block(a.rows, 1, 5), x, so.iteration.stop.rtol, what);
+      EXPECT_EQ(r.residual_replacements, 0) << what;  // the iteration itself stays FP64 (no FP32 copy of A)
       const PreconditionerReport* m = s.preconditioner();
       ASSERT_NE(m, nullptr);
       ASSERT_GE(m->levels.size(), 2u) << what;
