@@ -1322,6 +1322,7 @@ TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
     if (bad.col_idx[q] == bad_row) bad.values[q] = -4;
   SolverOptions amg = options_for(SolverKind::cg, Preconditioner::amg, 1);
   amg.check_matrix = false;  // past the setup's own check of the diagonal: AMG's level 0 meets it
+  amg.precond_options.coarse_rows = 40;  // 144 rows: level 0 smooths (at <= 250 each rank's block were dense)
   InProcessGroup group(3, /*timeout_s=*/20);
   const std::vector<std::exception_ptr> failures = on_ranks(group, 3, [&](int r) {
     RankSolver solver(rank_blocks(bad, p, r), bad.rows, group.communicator(r), amg);
