@@ -602,6 +602,11 @@ Solver::Solver(RankBlocks share, GlobalIndex global_rows, Communicator& comm, co
   if (share.row_begin < 0 || share.row_end < share.row_begin || share.row_end > global_rows)
     throw UsageError("rank " + std::to_string(comm.rank()) + "'s rows " + std::to_string(share.row_begin) + ".." +
                      std::to_string(share.row_end) + " do not lie in the system's " + std::to_string(global_rows));
+  // A rank without rows is refused before any collective: a 3-rank solve with an empty middle rank (in-process
+  // ranks on an H100, 2026-11-26) waited until the group's timeout instead of solving; not yet diagnosed
+  if (share.row_end == share.row_begin)
+    throw UsageError("rank " + std::to_string(comm.rank()) + " holds none of the system's " + std::to_string(global_rows) +
+                     " rows (more ranks than the partition gives rows to): run on fewer GPUs");
   std::string why;
   if (!cuda_device_available(&why)) throw CudaError("a rank needs a GPU: " + why);
   s.options = options;

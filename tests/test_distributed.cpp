@@ -964,6 +964,21 @@ TEST(SeveralGpus, ARanksSolverRefusesOnlyWhatIsNotDistributed) {
   }
 }
 
+// A rank without rows is refused by name before it touches the device or the other ranks (an empty rank's
+// solve waited until the group's timeout on a GPU; until that is diagnosed, no rank may be empty).
+TEST(SeveralGpus, ARankWithoutRowsIsRefused) {
+  const CsrMatrix a = generate("poisson2d:30");
+  RowPartition p;
+  p.first_row = {0, 400, 400, a.rows};  // rank 1 holds no rows
+  InProcessGroup group(3);
+  try {
+    RankSolver solver(rank_blocks(a, p, 1), a.rows, group.communicator(1), SolverOptions{});
+    ADD_FAILURE() << "a rank without rows was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 holds none of the system's 900 rows"), std::string::npos) << e.what();
+  }
+}
+
 // A ⊗ C with C the b x b matrix with 4 on its diagonal and 1 elsewhere (SPD: eigenvalues 3 and b + 3): a matrix
 // whose unknowns come in nodes of b, every row's entries in whole node blocks, as a finite-element matrix's do.
 CsrMatrix with_nodes(const CsrMatrix& a, int b) {
