@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -24,7 +26,7 @@ struct StencilPoint {
 // while each rank's share of rows and entries fits int32.
 template <class Rows>
 void fill_stencil_rows(Rows& a, int32_t nx, int32_t ny, int32_t nz, std::vector<StencilPoint> pts, const char* name,
-                       int64_t row_begin, int64_t row_end) {
+                       int64_t row_begin, int64_t row_end, int64_t column_base = 0) {
   using Column = typename std::remove_reference_t<decltype(a.col_idx)>::value_type;
   const int64_t n = int64_t{nx} * ny * nz;
   if (nx < 0 || ny < 0 || nz < 0) throw InputError(name, 0, "grid size must be non-negative");
@@ -84,7 +86,8 @@ void fill_stencil_rows(Rows& a, int32_t nx, int32_t ny, int32_t nz, std::vector<
     RowOffset at = a.row_ptr[static_cast<size_t>(row - row_begin)];
     for (const auto& p : pts)
       if (inside(p, x, y, z)) {
-        a.col_idx[static_cast<size_t>(at)] = static_cast<Column>((int64_t{z + p.dz} * ny + (y + p.dy)) * nx + (x + p.dx));
+        a.col_idx[static_cast<size_t>(at)] =
+            static_cast<Column>((int64_t{z + p.dz} * ny + (y + p.dy)) * nx + (x + p.dx) - column_base);
         a.values[static_cast<size_t>(at++)] = p.value;
       }
   });
@@ -383,6 +386,25 @@ GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row
 
 CsrMatrix generate_rows_narrow(const std::string& spec, int64_t row_begin, int64_t row_end) {
   return rows_of_generator<CsrMatrix>(spec, row_begin, row_end);
+}
+
+std::optional<CsrMatrix> generate_rows_window(const std::string& spec, int64_t row_begin, int64_t row_end,
+                                              int64_t& column_base) {
+  const GeneratorSpec g = parse_generator(spec);
+  std::vector<StencilPoint> pts;
+  int32_t nz = 0;
+  if (!stencil_of(g, pts, nz)) return std::nullopt;  // (made whole: below 2^31 rows, generate_rows_narrow's)
+  const int64_t n = int64_t{g.n} * g.n * nz;
+  int64_t reach = 0;  // the farthest column from its row, in the row order
+  for (const StencilPoint& p : pts) reach = std::max(reach, std::abs((int64_t{p.dz} * g.n + p.dy) * g.n + p.dx));
+  const int64_t base = std::max<int64_t>(0, row_begin - reach), top = std::min(n, row_end + reach);
+  if (row_begin < 0 || row_begin > row_end || row_end > n || top - base > std::numeric_limits<int32_t>::max())
+    return std::nullopt;  // (a range outside the grid: generate_rows names it)
+  CsrMatrix s;
+  s.cols = static_cast<int32_t>(top - base);
+  fill_stencil_rows(s, g.n, g.n, nz, pts, g.kind.c_str(), row_begin, row_end, base);
+  column_base = base;
+  return s;
 }
 
 DenseBlock random_block(int32_t n, int32_t k, uint64_t seed) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -51,8 +52,10 @@ namespace {
 // out (a few planes' worth); the local block is what remains of the rows, compacted in place (a rank's share of a
 // large system is tens of GB; a copy doubled it), only its columns new when the global ones were 64-bit.
 template <class Rows>
-RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int r) {
+RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int r, GlobalIndex column_base = 0) {
   using Column = typename std::remove_reference_t<decltype(a.col_idx)>::value_type;
+  // a stored column is column_base less than the global one (generate_rows_window's; 0 for every other input)
+  auto global = [column_base](Column stored) { return column_base + GlobalIndex{stored}; };
   RankBlocks rb;
   rb.rank = r, rb.row_begin = p.begin(r), rb.row_end = p.end(r);
   const GlobalIndex b = cp.begin(r), e = cp.end(r);  // the rank's own columns
@@ -77,7 +80,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int
     for (int32_t i = first; i < last; ++i) {
       int32_t out = 0;
       for (RowOffset q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q)
-        if (outside(a.col_idx[q])) ++out, mine.push_back(a.col_idx[q]);
+        if (const GlobalIndex c = global(a.col_idx[q]); outside(c)) ++out, mine.push_back(c);
       rb.halo.row_ptr[static_cast<size_t>(i) + 1] = out;
     }
   });
@@ -95,7 +98,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int
       for (int32_t i = first; i < last; ++i) {
         RowOffset h = rb.halo.row_ptr[i];
         for (RowOffset q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
-          const GlobalIndex c = a.col_idx[q];
+          const GlobalIndex c = global(a.col_idx[q]);
           if (!outside(c)) continue;
           // the slot order is the column order: a row's halo entries stay sorted
           rb.halo.col_idx[h] = static_cast<int32_t>(std::lower_bound(halo.begin(), halo.end(), c) - halo.begin());
@@ -114,7 +117,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int
   }();
   if (halo.empty()) {
     for_parts([&](int32_t first, int32_t last, int64_t) {
-      for (RowOffset q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local_cols[q] = static_cast<int32_t>(a.col_idx[q] - b);
+      for (RowOffset q = a.row_ptr[first]; q < a.row_ptr[last]; ++q) local_cols[q] = static_cast<int32_t>(global(a.col_idx[q]) - b);
     });
   } else {
     // Entries move down only: row i's local entries go to old_ptr[i] - (halo entries before row i). Every part of
@@ -140,7 +143,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int
       for (int32_t i = part_first(t); i < part_first(t + 1); ++i)
         for (RowOffset q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
           const bool saved = q >= lo;
-          const GlobalIndex c = saved ? saved_cols[t][q - lo] : a.col_idx[q];
+          const GlobalIndex c = global(saved ? saved_cols[t][q - lo] : a.col_idx[q]);
           if (outside(c)) continue;
           local_cols[w] = static_cast<int32_t>(c - b), a.values[w++] = saved ? saved_values[t][q - lo] : a.values[q];
         }
@@ -390,9 +393,17 @@ RankBlocks generated_share(const std::string& spec, int ranks, int rank) {
   if (p.end(rank) - p.begin(rank) > std::numeric_limits<int32_t>::max())
     throw InputError(spec, 0, std::to_string(p.end(rank) - p.begin(rank)) + " rows a rank on " + std::to_string(ranks) +
                                   " ranks: more than a rank's 32-bit row indices allow (use more ranks)");
-  // 32-bit global columns while the system's rows fit them (split in place), 64-bit past them
+  // 32-bit global columns while the system's rows fit them (split in place); past them a stencil's 32-bit columns
+  // less the lowest one its rows reach (split in place too); 64-bit ones where neither fits
   if (p.first_row.back() <= std::numeric_limits<int32_t>::max())
     return rank_blocks_from_rows(generate_rows_narrow(spec, p.begin(rank), p.end(rank)), p, rank);
+  int64_t column_base = 0;
+  if (std::optional<CsrMatrix> rows = generate_rows_window(spec, p.begin(rank), p.end(rank), column_base)) {
+    check_partition(p, p.first_row.back(), rank, "generated_share");
+    RankBlocks rb = split_rows(std::move(*rows), p, p, rank, column_base);
+    sends_by_symmetry(rb, p);
+    return rb;
+  }
   return rank_blocks_from_rows(generate_rows(spec, p.begin(rank), p.end(rank)), p, rank);
 }
 

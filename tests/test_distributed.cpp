@@ -197,6 +197,47 @@ TEST(RankRows, GlobalRowsPast32BitsKeepTheirColumns) {
   }
 }
 
+// Past 2^31 rows generated_share makes a stencil's share with 32-bit columns less the lowest column its rows
+// reach (generate_rows_window), split in place: the same blocks and plan as the 64-bit rows give, for ranks below,
+// across and past 2^31, on the 7- and 27-point stencils (the 27-point reach, a plane and a row and one, is the
+// widest); and the window's columns are the stencil's, less its base.
+TEST(RankRows, GeneratedShareWindowEqualsTheWideRows) {
+  const GlobalIndex two31 = GlobalIndex{1} << 31;
+  for (const std::string spec : {"poisson3d:1300", "poisson3d27:1292"}) {
+    const GlobalIndex rows = generated_rows(spec);
+    ASSERT_GT(rows, two31) << spec;
+    const int ranks = 20000;  // ~110K rows a rank: cheap shares of a system past 2^31 rows
+    const RowPartition p = partition_evenly(rows, ranks);
+    const int across = p.owner(two31);
+    for (const int r : {0, 1, across - 1, across, across + 1, ranks - 1}) {
+      const std::string what = spec + " rank " + std::to_string(r) + " (rows " + std::to_string(p.begin(r)) + "..)";
+      const RankBlocks window = generated_share(spec, ranks, r);
+      const RankBlocks wide = rank_blocks_from_rows(generate_rows(spec, p.begin(r), p.end(r)), p, r);
+      EXPECT_EQ(window.row_begin, wide.row_begin) << what;
+      EXPECT_EQ(window.row_end, wide.row_end) << what;
+      expect_same_csr(window.local, wide.local, what + " local");
+      expect_same_csr(window.halo, wide.halo, what + " halo");
+      EXPECT_EQ(window.plan.halo_columns, wide.plan.halo_columns) << what;
+      expect_same_transfers(window.plan.receive, wide.plan.receive, what + " receive");
+      expect_same_transfers(window.plan.send, wide.plan.send, what + " send");
+      int64_t base = -1;
+      const std::optional<CsrMatrix> rows_made = generate_rows_window(spec, p.begin(r), p.end(r), base);
+      ASSERT_TRUE(rows_made.has_value()) << what;
+      const GlobalRows reference = generate_rows(spec, p.begin(r), p.end(r));
+      EXPECT_LE(base, p.begin(r)) << what;
+      ASSERT_EQ(rows_made->col_idx.size(), reference.col_idx.size()) << what;
+      for (size_t q = 0; q < reference.col_idx.size(); ++q)
+        if (base + rows_made->col_idx[q] != reference.col_idx[q]) {
+          ADD_FAILURE() << what << ": entry " << q << " column " << base + rows_made->col_idx[q] << " != " << reference.col_idx[q];
+          break;
+        }
+    }
+  }
+  int64_t base = 0;
+  EXPECT_FALSE(generate_rows_window("jump3d:6", 0, 10, base).has_value());  // made whole: not a window's
+  EXPECT_FALSE(generate_rows_window("poisson2d:4", 3, 17, base).has_value());  // outside the grid
+}
+
 // The even partition of a system past 2^31 rows: exact boundaries (rows * r / ranks, worked out without overflow),
 // owners on both sides of 2^31, and a rank whose rows would pass int32 refused before anything is made.
 TEST(RankRows, EvenPartitionPast32Bits) {

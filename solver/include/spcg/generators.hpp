@@ -1,6 +1,7 @@
 #pragma once
 // Deterministic SPD test-problem generators (same seed -> same matrix on every machine).
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "spcg/csr_matrix.hpp"
@@ -45,6 +46,13 @@ GlobalRows generate_rows(const std::string& spec, int64_t row_begin, int64_t row
 // a rank's share then splits in place (rank_blocks_from_rows of a CsrMatrix), in 12 bytes an entry where
 // generate_rows' 64-bit columns take 16 and a new array for the local ones. InputError past int32's rows.
 CsrMatrix generate_rows_narrow(const std::string& spec, int64_t row_begin, int64_t row_end);
+// The same rows of a stencil with 32-bit columns less column_base (set here: row_begin less the stencil's reach in
+// the row order, at least 0), rows.cols the span they reach: a rank's share of a system past 2^31 rows, split in
+// place as generate_rows_narrow's are (generated_share), in 12 bytes an entry where generate_rows takes 16 and a
+// second array. Nothing (std::nullopt) for a generator made whole (never past 2^31 rows), a range outside the
+// grid, or a span past int32 (generate_rows takes those).
+std::optional<CsrMatrix> generate_rows_window(const std::string& spec, int64_t row_begin, int64_t row_end,
+                                              int64_t& column_base);
 std::string generator_help();
 
 // n x k values uniform in [-1, 1) drawn in row-major order from SplitMix64(seed): the random right-hand sides
