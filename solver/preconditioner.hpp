@@ -88,8 +88,8 @@ std::unique_ptr<PreconditionerOp> update_preconditioner(const PreconditionerOp& 
 // it saw kappa >= ~160 on every 3D problem, from 319 Jacobi-CG iterations to 1206.
 // On several GPUs the same measurements are the whole system's (the diagonal's span and the row count gathered
 // over the ranks, the trial run over them on the iteration engine), so every rank decides alike and as one GPU
-// would; where that is AMG, which is not distributed, Chebyshev instead (a prediction, not yet measured on
-// several GPUs): its polynomial in D^-1 A cuts Jacobi-CG's iterations, and with them the sums over the ranks that
+// would; where that is AMG, Chebyshev instead (AMG on ranks couples them on its finest level only: 3.3x one GPU's
+// iterations on poisson3d:600 over 4 H100s, docs/perf-notes.md; Chebyshev's side not yet measured there): its polynomial in D^-1 A cuts Jacobi-CG's iterations, and with them the sums over the ranks that
 // each iteration waits for, at the price of degree - 1 more products whose exchanges overlap the local product.
 // Block-Jacobi is distributed but not auto's: applied between the fused steps, it adds a sum over the ranks to
 // every iteration (r'z on its own), and what it saves over Jacobi has not been measured.
