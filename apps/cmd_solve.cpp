@@ -214,6 +214,9 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
        "amg: the Chebyshev smoother works on [lambda_max / ratio, lambda_max] of D^-1 A")
       ("amg-coarse-rows", po::value<int>()->default_value(pc.coarse_rows),
        "amg: coarsen until a level has at most this many rows (solved by a dense Cholesky)")
+      ("amg-whole-rows", po::value<int64_t>()->default_value(pc.whole_level_rows),
+       "amg on several GPUs: a coarse level of at most this many rows is held whole by every rank (below it, each "
+       "rank's redundant copy); a larger one stays split over the ranks")
       ("vector-ops", enum_value(it.vector_ops), (choices<VectorOps>() + " (thrust: the reference path of cg)").c_str())
       ("x0", po::value<std::string>(), "initial guess (Matrix Market); default zero")
       ("output", po::value<std::string>(), "write the solution x (Matrix Market array)")
@@ -289,6 +292,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   po_.smoother = option_value<AmgSmoother>(vm, "amg-smoother");
   po_.smoother_degree = vm["amg-sweeps"].as<int>();
   po_.coarse_rows = vm["amg-coarse-rows"].as<int>();
+  po_.whole_level_rows = vm["amg-whole-rows"].as<int64_t>();
   po_.smoother_ratio = vm["amg-smoother-ratio"].as<double>();
   po_.prolongator_smoothings = vm["amg-p-smoothings"].as<int>();
   po_.prolongator_omega = vm["amg-omega"].as<double>();

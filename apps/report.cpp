@@ -55,10 +55,17 @@ void print_report(const SolveReport& r) {
     std::printf("%s\n", pc.phases.empty() ? "" : " ms)");
     if (!pc.reason.empty()) std::printf("            auto: %s\n", pc.reason.c_str());
     if (!pc.levels.empty()) {
-      std::printf("            level        rows          nnz   kernel\n");
-      for (size_t l = 0; l < pc.levels.size(); ++l)
-        std::printf("            %5zu %11d %12lld   %s\n", l, pc.levels[l].rows, static_cast<long long>(pc.levels[l].nnz),
-                    pc.levels[l].kernel.c_str());
+      const bool over_ranks = pc.levels[0].global_rows > 0;
+      std::printf("            level        rows          nnz   %skernel\n",
+                  over_ranks ? " all ranks' rows  this rank's halo  held      " : "");
+      for (size_t l = 0; l < pc.levels.size(); ++l) {
+        const AmgLevelReport& lv = pc.levels[l];
+        std::printf("            %5zu %11d %12lld   ", l, lv.rows, static_cast<long long>(lv.nnz));
+        if (over_ranks)
+          std::printf("%16lld %17lld  %-9s ", static_cast<long long>(lv.global_rows), static_cast<long long>(lv.halo),
+                      lv.held_whole ? "whole" : "split");
+        std::printf("%s\n", lv.kernel.c_str());
+      }
       std::printf("            operator complexity %.3f, grid complexity %.3f\n", pc.operator_complexity, pc.grid_complexity);
     }
   }
@@ -176,9 +183,14 @@ std::string report_json(const SolveReport& r) {
     if (!pc.levels.empty()) {
       j.kv("operator_complexity", pc.operator_complexity).kv("grid_complexity", pc.grid_complexity);
       j.begin_array("levels");
-      for (const auto& l : pc.levels)
+      for (const auto& l : pc.levels) {
         j.begin_object().kv("rows", l.rows).kv("nnz", static_cast<long long>(l.nnz)).kv("kernel", l.kernel)
-            .kv("smoother_lambda_max", l.smoother_lambda_max).end_object();
+            .kv("smoother_lambda_max", l.smoother_lambda_max);
+        if (l.global_rows > 0)  // several GPUs: the level over the ranks
+          j.kv("global_rows", static_cast<long long>(l.global_rows)).kv("halo", static_cast<long long>(l.halo))
+              .kv("held_whole", l.held_whole);
+        j.end_object();
+      }
       j.end_array();
     }
     j.end_object();

@@ -82,19 +82,41 @@ DistributedOperator::~DistributedOperator() {
   if (exchange_stream_) cudaStreamDestroy(exchange_stream_);
 }
 
+void DistributedOperator::grow_buffers(int k, cudaStream_t s) const {
+  if (k <= width_) return;
+  // buffers for the widest block so far (the stream's earlier uses are done with the old ones)
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  CHECK_CUDA(cudaStreamIsCapturing(s, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)  // a solver's first product comes before its first batch
+    throw CudaError("distributed product: width " + std::to_string(k) + " would grow its buffers inside a CUDA graph capture");
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  CHECK_CUDA(cudaStreamSynchronize(exchange_stream_));
+  send_x_ = DeviceArray<double>(send_rows_.size() * k, "distributed send buffer");
+  halo_x_ = DeviceArray<double>(halo_slots_ * k, "distributed halo x");
+  width_ = k;
+}
+
+const double* DistributedOperator::exchange_halo(const double* x, int k, cudaStream_t s) const {
+  grow_buffers(k, s);
+  std::vector<Transfer> sends, receives;
+  for (const Peer& p : send_peers_) sends.push_back({p.rank, send_x_.data() + p.offset * k, p.count * k});
+  for (const Peer& p : receive_peers_) receives.push_back({p.rank, halo_x_.data() + p.offset * k, p.count * k});
+  launch_gather(send_rows_.data(), static_cast<int64_t>(send_rows_.size()), x, send_x_.data(), s, k);
+  NvtxRange range("halo-exchange");
+  comm_.exchange(sends, receives, s);
+  return halo_x_.data();
+}
+
+void DistributedOperator::exchange_rows(const double* sent, double* received, int width, cudaStream_t s) const {
+  std::vector<Transfer> sends, receives;
+  for (const Peer& p : send_peers_) sends.push_back({p.rank, const_cast<double*>(sent) + p.offset * width, p.count * width});
+  for (const Peer& p : receive_peers_) receives.push_back({p.rank, received + p.offset * width, p.count * width});
+  comm_.exchange(sends, receives, s);
+}
+
 void DistributedOperator::apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink,
                                        cudaStream_t s, const std::function<bool()>& local) const {
-  if (k > width_) {  // buffers for the widest block so far (the stream's earlier uses are done with the old ones)
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    CHECK_CUDA(cudaStreamIsCapturing(s, &capturing));
-    if (capturing != cudaStreamCaptureStatusNone)  // a solver's first product comes before its first batch
-      throw CudaError("distributed product: width " + std::to_string(k) + " would grow its buffers inside a CUDA graph capture");
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    CHECK_CUDA(cudaStreamSynchronize(exchange_stream_));
-    send_x_ = DeviceArray<double>(send_rows_.size() * k, "distributed send buffer");
-    halo_x_ = DeviceArray<double>(halo_slots_ * k, "distributed halo x");
-    width_ = k;
-  }
+  grow_buffers(k, s);
   std::vector<Transfer> sends, receives;
   for (const Peer& p : send_peers_) sends.push_back({p.rank, send_x_.data() + p.offset * k, p.count * k});
   for (const Peer& p : receive_peers_) receives.push_back({p.rank, halo_x_.data() + p.offset * k, p.count * k});

@@ -62,6 +62,18 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
   const RankBlocks& blocks() const { return blocks_; }
 
+  // The exchange alone, for what travels with this operator's halo plan (AMG's transfers and its setup):
+  // x's halo (halo_slots x k, row-major, the plan's slot order) in a buffer of this operator's that stays valid
+  // until its next apply or exchange; s waits for it. Collective.
+  const double* exchange_halo(const double* x, int k, cudaStream_t s) const;
+  // Rows in the plan's order: `sent` holds send_entries() rows of `width` doubles (the rows send_rows() lists,
+  // in that order), `received` gets halo_slots() rows of `width` doubles. Collective.
+  void exchange_rows(const double* sent, double* received, int width, cudaStream_t s) const;
+  const int32_t* send_rows() const { return send_rows_.data(); }
+  // The exchange's buffers for blocks of k columns, made now (a CUDA graph capture may not grow them).
+  void reserve(int k) const { grow_buffers(k, exchange_stream_); }
+  int32_t halo_slots() const { return static_cast<int32_t>(halo_slots_); }
+
  protected:
   void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override;
 
@@ -70,6 +82,7 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // runs, then the halo product (with the dot's second part into sink when local returns true).
   void apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink, cudaStream_t s,
                     const std::function<bool()>& local) const;
+  void grow_buffers(int k, cudaStream_t s) const;  // the send and halo buffers for width k
   // y = alpha (local x_local + A_halo x_halo) + beta y, with `local` the rank's block kernel (FP64 or its copy)
   void apply_with_local(const LinearOperator& local, double alpha, const double* x, double beta, double* y, int k,
                         cudaStream_t s) const;

@@ -8,14 +8,14 @@
 // The cycle is a symmetric V(nu, nu): the same polynomial smoother (Chebyshev on D^-1 A, or l1-Jacobi) before
 // and after the coarse correction, so M^-1 is symmetric and, the smoother being convergent, positive definite:
 // CG stays valid. Every product of the cycle runs on the registry's operators (auto per level) on n x k blocks.
-// On several GPUs (a rank's share: the solver's product spans the ranks) level 0 smooths and takes its residual
-// with that distributed product, and everything below is the rank's own: aggregates, P and the Galerkin product
-// from the rank's diagonal block, and each coarser level rank-local (no exchange below level 0; each rank's
-// hierarchy may have its own depth). The coarse correction is then block-diagonal over the ranks, P B P' with B
-// each rank's V-cycle, still symmetric, so M^-1 stays SPD; it misses the coarse couplings across rank
-// boundaries, which costs iterations as ranks grow (docs/perf-notes.md), where the distributed Galerkin product
-// of issue #36 would not.
+// On several GPUs (a rank's share: the solver's product spans the ranks) the levels are split over the ranks while
+// they are large: aggregates inside each rank, P and P' A P over the ranks with each level's halo plan
+// (solver/amg_ranks.hpp), each coarse level an operator over the ranks with a plan of its own; a level of at most
+// whole_level_rows rows is gathered and held whole by every rank, and the levels below it are every rank's
+// redundant copy. The cycle is the one-GPU cycle on these operators, so M^-1 is the same symmetric V-cycle.
 #include "solver/amg.hpp"
+#include "solver/amg_ranks.hpp"
+#include "kernels/precond/amg_rank_kernels.hpp"
 
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
@@ -27,6 +27,7 @@
 #include <numeric>
 
 #include "kernels/communicator.hpp"
+#include "kernels/distributed_operator.hpp"
 #include "kernels/precond/amg_kernels.hpp"
 #include "kernels/matrix_setup.hpp"
 #include "kernels/nvtx.hpp"
@@ -54,6 +55,15 @@ DeviceAggregates singleton_aggregates(int32_t n) {
   return agg;
 }
 
+// The smoother's diagonal scaling: D^-1 (Chebyshev), or the l1 row sums' inverse (l1-Jacobi).
+DeviceArray<double> smoother_scaling(const PreconditionerOptions& o, const DeviceCsr& a, DeviceArray<double> dinv,
+                                     cudaStream_t s) {
+  if (o.smoother == AmgSmoother::chebyshev) return dinv;
+  DeviceArray<double> l1(static_cast<size_t>(a.rows), "amg l1 scaling");
+  launch_l1_inverse(a, l1.data(), s);
+  return l1;
+}
+
 class AmgPreconditioner final : public PreconditionerOp {
  public:
   // kept: an update (update_amg): kept's aggregates, level count and level kernels on the new values of `in`.
@@ -76,6 +86,14 @@ class AmgPreconditioner final : public PreconditionerOp {
     // The aggregates of this level's rows (levels with a coarser one): an update keeps them, and with them the
     // tentative prolongator and every coarser level's pattern. Shared by the hierarchies of later updates.
     std::shared_ptr<const DeviceAggregates> aggregates;
+    // Over ranks: the level's operator over the ranks (level 0's the solver's, a coarser one owned here; null on a
+    // level every rank holds whole), its first row in the level's whole system, and whether the next level is held
+    // whole by every rank (the sum-over-ranks restriction) rather than split over them.
+    std::unique_ptr<DistributedOperator> dist_owned;
+    const DistributedOperator* dist = nullptr;
+    int64_t first_row = 0;
+    int64_t global_rows = 0;  // the level's rows over all ranks (a level held whole: its rows)
+    bool next_held_whole = false;
     mutable DeviceArray<double> b, x, res, d;  // n_l x k
     std::string nvtx_name;                     // the cycle's range on this level: amg-level-<l>
   };
@@ -132,6 +150,12 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   levels_[0].a = in.matrix.device_csr();
   agree_over_ranks(ranks, [&] { levels_[0].a->require_narrow("AMG"); });  // before level 0's first sum
   levels_[0].op = &in.product;
+  levels_[0].first_row = in.first_row;
+  if (ranks) {
+    levels_[0].dist = dynamic_cast<const DistributedOperator*>(&in.product);
+    if (!levels_[0].dist) throw Error("amg on several GPUs: the solver's product is not a rank's share");
+  }
+  if (o.whole_level_rows < 0) throw UsageError("amg: the rows of a level held whole must be at least 0");
   // An update remakes kept's level kernels (remake_operator: its choice, not a new one) on the new values.
   auto level_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
     return was ? remake_operator(*was, m, level_options) : make_operator("auto", m, level_options);
@@ -166,9 +190,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       const int32_t n = a.rows;
       const std::string at = "amg level " + std::to_string(l) + ": ";
       const Level* was = kept ? &kept->levels_[l] : nullptr;  // an update: this level of kept's hierarchy
-      // level 0 on ranks: every rank stops or goes on alike, by the whole system's rows (a rank's own can be few)
-      const bool shared = l == 0 && ranks;
-      const double level_rows = shared ? sum_over_ranks(in.product, {double(n)}, s)[0] : double(n);
+      // a level split over the ranks: every rank stops or goes on alike, by the level's rows over all ranks (a
+      // rank's own can be few)
+      const bool shared = levels_[l].dist != nullptr;
+      const double level_rows = shared ? sum_over_ranks(*levels_[l].op, {double(n)}, s)[0] : double(n);
+      levels_[l].global_rows = ranks ? static_cast<int64_t>(level_rows) : 0;
       if (kept ? l + 1 == kept->levels_.size() : level_rows <= o.coarse_rows || static_cast<int>(l) + 1 >= o.max_levels) break;
       char nvtx_name[32];
       std::snprintf(nvtx_name, sizeof nvtx_name, "amg-setup-level-%zu", l);
@@ -181,7 +207,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
           throw Error(at + "the kept aggregates are of " + std::to_string(kept_agg->of.size()) + " rows, the level has " +
                       std::to_string(n));
         timed("diagonal", [&] {
-          dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s, l == 0 ? in.first_row : 0);
+          dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s, levels_[l].first_row);
           if (kept_agg) return;
           diag = DeviceArray<double>(static_cast<size_t>(n), "amg diagonal");
           launch_diagonal(a, diag.data(), s);
@@ -209,8 +235,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       Level& L = levels_[l];
       L.aggregates = kept_agg;
       timed("smoother", [&] {
-        // (level 0 on ranks: over the ranks, from the whole system's start vector)
-        const SpectrumEstimate est = estimate_spectrum(*L.op, dinv.data(), o.eigen_steps, 1, s, l == 0 ? in.first_row : 0);
+        // (a level split over ranks: over the ranks, from the whole level's start vector)
+        const SpectrumEstimate est = estimate_spectrum(*L.op, dinv.data(), o.eigen_steps, 1, s, L.first_row);
         if (!est.finite || !(est.lambda_max > 0))
           throw InputError(in.matrix_name, 0, at + "the eigenvalue estimate of D^-1 A failed");
         L.lambda_max = o.lambda_max_safety * est.lambda_max;
@@ -220,6 +246,71 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
           L.smoother = PolynomialSteps::jacobi_sweeps(o.smoother_degree);
         }
       });
+      if (shared) {  // the prolongator and Galerkin product over the ranks (solver/amg_ranks.hpp)
+        RankGalerkin g;
+        timed("galerkin over ranks", [&] {
+          const int smoothings = o.prolongator == AmgProlongator::plain ? 0 : o.prolongator_smoothings;
+          g = rank_galerkin(*L.dist, a, agg, dinv.data(), o.prolongator_omega / (L.lambda_max / o.lambda_max_safety),
+                            smoothings, s);
+        });
+        for (const std::string& what : g.library_products) library_products.push_back("level " + std::to_string(l) + " " + what);
+        // the next level held whole by every rank once it is small (or the last a max_levels cap allows), so that
+        // the coarsest is every rank's dense solve; an update keeps the first setup's choice
+        const int64_t whole_rows = std::max<int64_t>(o.whole_level_rows, o.coarse_rows);
+        L.next_held_whole = was ? was->next_held_whole
+                                : g.coarse_rows <= whole_rows || static_cast<int>(l) + 2 >= o.max_levels;
+        timed("level operators", [&] {
+          L.scale = smoother_scaling(o, a, std::move(dinv), s);
+          Level next;
+          next.global_rows = g.coarse_rows;
+          auto shared_csr = [](DeviceCsr&& m) { return std::make_shared<const DeviceCsr>(std::move(m)); };
+          if (L.next_held_whole) {
+            // P x_c over the whole x_c; b_c = the sum over the ranks of each rank's P' res
+            const CsrMatrix whole = gather_coarse_level(*L.op, g, s);
+            next.a = upload_csr_shared(whole);
+            next.setup = std::make_unique<MatrixSetup>(next.a);
+            next.owned = level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
+            next.op = next.owned.get();
+            L.r_setup = std::make_unique<MatrixSetup>(shared_csr(transpose(g.p, s)));
+            L.r = make_summed_transfer(level_operator(nullptr, *L.r_setup), *ranks);
+            L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.p)));
+            L.p = level_operator(nullptr, *L.p_setup);
+          } else {
+            // the rank's coarse rows split into local and halo blocks with their plan (the sends from a structurally
+            // symmetric A_c, as a generated share's)
+            const CsrMatrix own = download_csr(g.coarse);
+            GlobalRows rows;
+            rows.first_row = g.first_coarse, rows.global_cols = g.coarse_rows, rows.rows = own.rows;
+            rows.row_ptr = own.row_ptr;
+            rows.col_idx.assign(own.col_idx.begin(), own.col_idx.end());
+            rows.values = own.values;
+            RowPartition coarse;
+            coarse.first_row = g.coarse_first_row;
+            next.dist_owned = std::make_unique<DistributedOperator>(
+                rank_blocks_from_rows(std::move(rows), coarse, ranks->rank()), *ranks, level_options);
+            next.dist = next.dist_owned.get();
+            next.op = next.dist;
+            next.a = next.dist->local_setup().device_csr();
+            next.first_row = g.first_coarse;
+            // P: the rank's own coarse columns, then the others as the coarse level's halo slots (every one is: A_c
+            // couples each aggregate P reaches from a row to that row's own)
+            const DeviceArray<int64_t> halo_columns(next.dist->blocks().plan.halo_columns, "amg coarse halo columns");
+            ColumnSplit ps = split_columns(g.p, g.first_coarse, g.own_coarse, halo_columns.data(),
+                                           next.dist->halo_slots(), true, s);
+            if (ps.unmatched)
+              throw Error(at + std::to_string(ps.unmatched) + " prolongator entries reach coarse rows outside the "
+                               "coarse level's halo (A not structurally symmetric?)");
+            L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(ps.local)));
+            L.p = make_halo_transfer(level_operator(nullptr, *L.p_setup), ps.halo, *next.dist, s);
+            // R: the rank's fine rows, then its fine halo slots
+            ColumnSplit rs = split_columns(g.r, 0, n, nullptr, L.dist->halo_slots(), true, s);
+            L.r_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(rs.local)));
+            L.r = make_halo_transfer(level_operator(nullptr, *L.r_setup), rs.halo, *L.dist, s);
+          }
+          levels_.push_back(std::move(next));
+        });
+        continue;
+      }
       DeviceCsr p;
       timed("prolongator", [&] {
         DeviceCsr p0 = tentative_prolongator(agg, n, s);
@@ -248,12 +339,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         library_products.push_back("level " + std::to_string(l) + (ap_by_library ? " A P" : "") +
                                    (rap_by_library ? " R (A P)" : ""));
       timed("level operators", [&] {
-        if (o.smoother == AmgSmoother::chebyshev) {
-          L.scale = std::move(dinv);
-        } else {
-          L.scale = DeviceArray<double>(static_cast<size_t>(n), "amg l1 scaling");
-          launch_l1_inverse(a, L.scale.data(), s);
-        }
+        L.scale = smoother_scaling(o, a, std::move(dinv), s);
         auto pp = std::make_shared<DeviceCsr>(std::move(p));
         L.p_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(pp));
         L.p = level_operator(was ? was->p.get() : nullptr, *L.p_setup);
@@ -276,6 +362,14 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   for (size_t l = 0; l < levels_.size(); ++l) levels_[l].nvtx_name = "amg-level-" + std::to_string(l);
   report_.kind = Preconditioner::amg;
   double rows_sum = 0, nnz_sum = 0;
+  // the complexities of the whole hierarchy: a split level's rows and entries summed over the ranks (every rank
+  // has as many levels, split alike), a level held whole counted once
+  std::vector<double> split_nnz(levels_.size(), 0.0);
+  if (ranks) {
+    for (size_t l = 0; l < levels_.size(); ++l)
+      if (levels_[l].dist) split_nnz[l] = static_cast<double>(levels_[l].op->nnz());
+    split_nnz = sum_over_ranks(in.product, split_nnz, s);
+  }
   std::string fp32_levels;  // "0, 1 (dia-f32)": the levels whose kernel stores FP32 values
   for (size_t l = 0; l < levels_.size(); ++l) {
     const Level& L = levels_[l];
@@ -283,10 +377,16 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     lr.rows = L.a->rows, lr.nnz = L.a->nnz;
     lr.kernel = l + 1 == levels_.size() ? "dense inverse" : L.op->chosen(std::max(1, in.expected_columns));
     lr.smoother_lambda_max = L.lambda_max;
+    if (ranks) {
+      lr.global_rows = L.dist ? L.global_rows : L.a->rows;
+      lr.halo = L.dist ? L.dist->halo_slots() : 0;
+      lr.held_whole = !L.dist;
+    }
     if (const KernelEntry* e = find_kernel(lr.kernel); e && e->fp32_values)
       fp32_levels += (fp32_levels.empty() ? "" : ", ") + std::to_string(l) + " (" + lr.kernel + ")";
     report_.levels.push_back(lr);
-    rows_sum += lr.rows, nnz_sum += static_cast<double>(lr.nnz);
+    rows_sum += ranks ? double(lr.global_rows) : lr.rows;
+    nnz_sum += L.dist ? split_nnz[l] : static_cast<double>(lr.nnz);
   }
   if (!fp32_levels.empty()) {
     report_.precision = Precision::mixed;
@@ -304,17 +404,23 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                                        : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
                                              kernels_with_fp32_variant() + ")";
   }
-  report_.grid_complexity = levels_[0].a->rows ? rows_sum / levels_[0].a->rows : 0;
-  report_.operator_complexity = levels_[0].a->nnz ? nnz_sum / static_cast<double>(levels_[0].a->nnz) : 0;
+  const double fine_rows = ranks ? double(report_.levels[0].global_rows) : levels_[0].a->rows;
+  const double fine_nnz = levels_[0].dist ? split_nnz[0] : static_cast<double>(levels_[0].a->nnz);
+  report_.grid_complexity = fine_rows > 0 ? rows_sum / fine_rows : 0;
+  report_.operator_complexity = fine_nnz > 0 ? nnz_sum / fine_nnz : 0;
   char detail[256];
   std::snprintf(detail, sizeof detail, "%zu levels, %s aggregation (theta %.3g), V-cycle with %s %s %d before and after",
                 levels_.size(), name_of(o.prolongator), o.strength_theta, name_of(o.smoother),
                 o.smoother == AmgSmoother::chebyshev ? "of degree" : "sweeps:", o.smoother_degree);
   report_.detail = detail;
   if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept";
-  if (ranks)
-    report_.detail += "; on " + std::to_string(ranks->size()) + " ranks: level 0 smooths with the distributed product, " +
-                      "the coarser levels are each rank's own (this rank's rows in the table)";
+  if (ranks) {
+    size_t split = 0;
+    while (split < levels_.size() && levels_[split].dist) ++split;
+    report_.detail += "; on " + std::to_string(ranks->size()) + " ranks: " + std::to_string(split) +
+                      " level(s) split over the ranks (aggregates inside each rank, the Galerkin product over them), " +
+                      std::to_string(levels_.size() - split) + " held whole by every rank";
+  }
   if (!library_products.empty()) {
     report_.detail += "; by cuSPARSE (a row wider than our product kernel takes):";
     for (const std::string& what : library_products) report_.detail += " " + what;
@@ -352,6 +458,7 @@ void AmgPreconditioner::reserve(int k) const {
   if (k <= reserved_k_) return;
   for (size_t l = 0; l < levels_.size(); ++l) {
     const Level& L = levels_[l];
+    if (L.dist) L.dist->reserve(k);  // its exchange's buffers: never grown inside a captured batch
     const size_t size = static_cast<size_t>(L.a->rows) * k;
     if (l > 0) L.b = DeviceArray<double>(size, "amg level rhs"), L.x = DeviceArray<double>(size, "amg level solution");
     if (l + 1 < levels_.size()) L.res = DeviceArray<double>(size, "amg level residual"), L.d = DeviceArray<double>(size, "amg smoother step");

@@ -435,6 +435,7 @@ TEST(Cli, HelpShowsTheLibrarysDefaults) {
         shown("stagnation", std::to_string(it.stagnation_window)), shown("timing", spcg::name_of(so.timing)),
         shown("graph", spcg::name_of(it.graph)), shown("persistent", spcg::name_of(it.persistent)),
         shown("backend", spcg::name_of(so.backend)), shown("amg-coarse-rows", std::to_string(pc.coarse_rows)),
+        shown("amg-whole-rows", std::to_string(pc.whole_level_rows)),
         shown("amg-omega", boost::lexical_cast<std::string>(pc.prolongator_omega)),
         shown("amg-smoother", spcg::name_of(pc.smoother)), shown("cheb-degree", std::to_string(pc.chebyshev_degree))})
     EXPECT_NE(o.output.find(text), std::string::npos) << text << "\n" << o.output;

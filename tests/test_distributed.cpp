@@ -34,7 +34,9 @@
 #include "kernels/device_array.hpp"
 #include "kernels/distributed_operator.hpp"
 #include "kernels/matrix_setup.hpp"
+#include "kernels/precond/amg_kernels.hpp"
 #include "kernels/registry.hpp"
+#include "solver/amg_ranks.hpp"
 #include "solver/preconditioner.hpp"
 #include "spcg/distributed.hpp"
 #include "spcg/generators.hpp"
@@ -1289,22 +1291,25 @@ TEST_F(GpuRanks, ChebyshevAndBlockJacobiPcgMatchOneGpu) {
       }
 }
 
-// AMG on ranks (solver/amg.cpp: level 0 smoothed with the distributed product, every coarser level the rank's
-// own) on 1, 2, 3 and 5 ranks, each solver: every column converges, the host's ||b - A x|| / ||b|| meets the
-// tolerance, one rank takes one GPU's iterations to rounding (its hierarchy is one GPU's, level 0 in FP64), and
-// more ranks take fewer iterations than Jacobi-CG on one GPU (what AMG is for) and at most a few times one GPU's
-// AMG (the coarse couplings across rank boundaries are what the rank-local levels miss). Every rank reports AMG
-// on its own rows and names the ranks; 5 ranks on the small systems leave ranks whose rows barely coarsen.
-TEST_F(GpuRanks, AmgOnRanksConvergesWithRankLocalCoarseLevels) {
+// AMG on ranks (solver/amg.cpp: the levels split over the ranks while large, with the Galerkin product over them,
+// then held whole by every rank) on 1, 2, 3 and 5 ranks, each solver: every column converges, the host's
+// ||b - A x|| / ||b|| meets the tolerance, one rank takes one GPU's iterations to rounding (its hierarchy is one
+// GPU's, level 0 in FP64), and more ranks take at most 1.3x one GPU's AMG iterations (issue #36's bound: the
+// aggregates stop at rank boundaries, the coarse couplings do not) and fewer than Jacobi-CG's. CG also runs with
+// every level above the coarsest split (whole_level_rows 0). Every rank reports AMG on its own rows.
+TEST_F(GpuRanks, AmgOnRanksConvergesLikeOneGpu) {
   std::vector<std::pair<std::string, CsrMatrix>> cases = distributed_precond_cases();
   cases.emplace_back("poisson2d:40", generate("poisson2d:40"));
   const std::pair<SolverKind, int> solvers[] = {{SolverKind::cg, 1}, {SolverKind::multi_cg, 2}, {SolverKind::block_cg, 2}};
   for (const auto& [name, a] : cases)
-    for (const auto& [kind, k] : solvers) {
-      const std::string which = name + " " + name_of(kind) + " amg";
+    for (const auto& [kind, k] : solvers)
+      for (const int64_t whole : {PreconditionerOptions{}.whole_level_rows, int64_t{0}}) {
+      if (whole == 0 && kind != SolverKind::cg) continue;
+      const std::string which = name + " " + name_of(kind) + " amg" + (whole == 0 ? " (every level split)" : "");
       SolverOptions o = options_for(kind, Preconditioner::amg, k);
       o.iteration.stop.rtol = 1e-8;
       o.precond_options.coarse_rows = 40;  // several levels on these small systems
+      o.precond_options.whole_level_rows = whole;
       o.precision = Precision::double_precision;  // level 0 in FP64 on one GPU too, as on ranks
       const OneGpuBand band = one_gpu_band(a, o, k, 11, which);
       SolverOptions jacobi = o;
@@ -1331,7 +1336,8 @@ TEST_F(GpuRanks, AmgOnRanksConvergesWithRankLocalCoarseLevels) {
           } else {
             EXPECT_LT(c.iterations, jacobi_band.lo[static_cast<size_t>(j)])
                 << what << " column " << j << ": Jacobi-CG on one GPU took " << jacobi_band.lo[static_cast<size_t>(j)];
-            EXPECT_LE(c.iterations, 4 * hi + 5) << what << " column " << j << ": one GPU's AMG took " << lo << ".." << hi;
+            EXPECT_LE(c.iterations, static_cast<int>(std::ceil(1.3 * hi)) + 1)
+                << what << " column " << j << ": one GPU's AMG took " << lo << ".." << hi;
           }
           std::printf("  %s column %d: %d iterations (one GPU's AMG %d..%d, Jacobi %d)\n", what.c_str(), j, c.iterations,
                       lo, hi, jacobi_band.lo[static_cast<size_t>(j)]);
@@ -1344,6 +1350,113 @@ TEST_F(GpuRanks, AmgOnRanksConvergesWithRankLocalCoarseLevels) {
           EXPECT_EQ(mine.levels[0].rows, p.end(rank) - p.begin(rank)) << what << " rank " << rank;  // the rank's own rows
           EXPECT_NE(mine.detail.find("on " + std::to_string(size) + " ranks"), std::string::npos) << what << ": " << mine.detail;
         }
+      }
+    }
+}
+
+// The device's level over ranks (solver/amg_ranks.hpp: aggregates on each rank's local block, P and the rank's rows
+// of P' A P through the halo plan's row exchanges) is the host reference's (sparse/distributed_aggregation.hpp) on
+// 1, 2, 3 and 5 in-process ranks: the same coarse numbering, P and A_c entry for entry (the same columns; values
+// to the rounding of sums taken in another order, a few eps of the largest entry of a row's products).
+TEST_F(GpuRanks, GalerkinProductOverRanksIsTheHostReferences) {
+  const double theta = 0.08, omega = 0.5;
+  const uint64_t seed = 7;
+  for (const std::string spec : {"poisson2d:23", "jump3d:9", "aniso3d:8", "poisson3d27:6"}) {
+    const CsrMatrix a = generate(spec);
+    for (const int size : {1, 2, 3, 5}) {
+      const std::string what = spec + " on " + std::to_string(size) + " ranks";
+      const RowPartition p = partition_by_work(a, size);
+      const std::vector<RankAggregationLevel> ref =
+          distributed_aggregation_level_in_process(split_for_ranks(a, p), p, theta, seed, omega);
+      double scale = 0;  // the largest |a_ij| of A_c: the sums' rounding is relative to it
+      for (const RankAggregationLevel& l : ref)
+        for (const auto& row : l.coarse)
+          for (const auto& e : row) scale = std::max(scale, std::abs(e.second));
+      std::vector<RankGalerkin> got(static_cast<size_t>(size));
+      std::vector<CsrMatrix> p_rows(static_cast<size_t>(size)), c_rows(static_cast<size_t>(size));
+      InProcessGroup group(size, 30);
+      spcg::test::rethrow_first(on_ranks(group, size, [&](int r) {
+        DistributedOperator op(rank_blocks(a, p, r), group.communicator(r));
+        const DeviceCsr& local = *op.local_setup().device_csr();
+        DeviceArray<double> diag(static_cast<size_t>(local.rows), "test diagonal"), dinv(diag.size(), "test dinv");
+        launch_diagonal(local, diag.data(), 0);
+        inverse_diagonal(local, dinv.data(), 0);
+        const DeviceAggregates agg = aggregate_on_device(strength_graph(local, diag.data(), theta, 0), seed, 0);
+        RankGalerkin g = rank_galerkin(op, local, agg, dinv.data(), omega, 1, 0);
+        p_rows[static_cast<size_t>(r)] = download_csr(g.p);
+        c_rows[static_cast<size_t>(r)] = download_csr(g.coarse);
+        got[static_cast<size_t>(r)] = std::move(g);
+      }));
+      const RowPartition coarse = coarse_partition(ref);
+      for (int r = 0; r < size; ++r) {
+        const RankGalerkin& g = got[static_cast<size_t>(r)];
+        const RankAggregationLevel& want = ref[static_cast<size_t>(r)];
+        ASSERT_EQ(g.coarse_first_row, coarse.first_row) << what << " rank " << r;
+        ASSERT_EQ(g.first_coarse, want.first_coarse) << what << " rank " << r;
+        ASSERT_EQ(g.own_coarse, want.aggregates.count) << what << " rank " << r;
+        const auto same_rows = [&](const CsrMatrix& m, const std::vector<std::vector<std::pair<GlobalIndex, double>>>& rows,
+                                   double tol, const char* name) {
+          ASSERT_EQ(m.rows, static_cast<int32_t>(rows.size())) << what << " rank " << r << " " << name;
+          for (int32_t i = 0; i < m.rows; ++i) {
+            const auto& row = rows[static_cast<size_t>(i)];
+            ASSERT_EQ(m.row_ptr[i + 1] - m.row_ptr[i], static_cast<RowOffset>(row.size()))
+                << what << " rank " << r << " " << name << " row " << i;
+            for (size_t e = 0; e < row.size(); ++e) {
+              const RowOffset q = m.row_ptr[i] + static_cast<RowOffset>(e);
+              ASSERT_EQ(m.col_idx[q], row[e].first) << what << " rank " << r << " " << name << " row " << i;
+              ASSERT_NEAR(m.values[q], row[e].second, tol) << what << " rank " << r << " " << name << " row " << i;
+            }
+          }
+        };
+        same_rows(p_rows[static_cast<size_t>(r)], want.prolongator, 64 * kEps, "P");
+        same_rows(c_rows[static_cast<size_t>(r)], want.coarse, 256 * kEps * scale, "A_c");
+      }
+    }
+  }
+}
+
+// An AMG level split over ranks and the level below held whole: the V-cycle on 2 and 3 ranks is a symmetric
+// operator (z1' M^-1 z2 = z2' M^-1 z1 over the whole vectors, to rounding) whatever the split, and every rank's
+// report names the levels over the ranks.
+TEST_F(GpuRanks, AmgOverRanksIsASymmetricPositiveVCycle) {
+  const CsrMatrix a = generate("poisson3d:20");
+  const int k = 2;
+  const DenseBlock r = random_block(a.rows, k, 3);
+  for (const int64_t whole : {int64_t{0}, PreconditionerOptions{}.whole_level_rows})
+    for (const int size : {2, 3}) {
+      const std::string what = "whole_level_rows " + std::to_string(whole) + " on " + std::to_string(size) + " ranks";
+      PreconditionerOptions po;
+      po.coarse_rows = 40, po.whole_level_rows = whole;
+      const RowPartition p = partition_by_work(a, size);
+      InProcessGroup group(size, 30);
+      std::vector<PreconditionerReport> reports(static_cast<size_t>(size));
+      DenseBlock z(a.rows, k, std::nan(""));
+      spcg::test::rethrow_first(on_ranks(group, size, [&](int rank) {
+        const RankPreconditioner mine = build_on_rank(a, p, rank, group.communicator(rank), Preconditioner::amg, po, k);
+        reports[static_cast<size_t>(rank)] = mine.m->report();
+        const DenseBlock zr = apply_m(*mine.m, rows_of(r, p.begin(rank), p.end(rank)));
+        std::copy(zr.data.begin(), zr.data.end(), z.data.begin() + static_cast<std::ptrdiff_t>(p.begin(rank)) * k);
+      }));
+      // r_0' M^-1 r_1 against r_1' M^-1 r_0, and r_j' M^-1 r_j > 0
+      double r0z1 = 0, r1z0 = 0, r0z0 = 0, r1z1 = 0, norm = 0;
+      for (int32_t i = 0; i < a.rows; ++i) {
+        r0z1 += r.at(i, 0) * z.at(i, 1), r1z0 += r.at(i, 1) * z.at(i, 0);
+        r0z0 += r.at(i, 0) * z.at(i, 0), r1z1 += r.at(i, 1) * z.at(i, 1);
+        norm += std::abs(r.at(i, 0) * z.at(i, 1)) + std::abs(r.at(i, 1) * z.at(i, 0));
+      }
+      EXPECT_LE(std::abs(r0z1 - r1z0), 1e3 * kEps * norm) << what << ": " << r0z1 << " against " << r1z0;
+      EXPECT_GT(r0z0, 0) << what;
+      EXPECT_GT(r1z1, 0) << what;
+      for (int rank = 0; rank < size; ++rank) {
+        const PreconditionerReport& mine = reports[static_cast<size_t>(rank)];
+        ASSERT_GE(mine.levels.size(), 3u) << what << " rank " << rank << ": " << mine.detail;
+        EXPECT_EQ(mine.levels.size(), reports[0].levels.size()) << what << ": the ranks' hierarchies differ in depth";
+        EXPECT_EQ(mine.levels[0].global_rows, a.rows) << what;
+        EXPECT_FALSE(mine.levels[0].held_whole) << what;
+        EXPECT_TRUE(mine.levels.back().held_whole) << what;
+        // whole_level_rows 0: every level above the coarsest split; the default: only level 0 (8000 rows)
+        EXPECT_EQ(mine.levels[1].held_whole, whole != 0) << what;
+        EXPECT_NE(mine.detail.find("split over the ranks"), std::string::npos) << what << ": " << mine.detail;
       }
     }
 }

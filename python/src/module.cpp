@@ -183,6 +183,7 @@ py::object precond_to_python(const PreconditionerReport* p) {
   for (const AmgLevelReport& l : p->levels) {
     py::dict ld;
     ld["rows"] = l.rows, ld["nnz"] = l.nnz, ld["kernel"] = l.kernel, ld["smoother_lambda_max"] = l.smoother_lambda_max;
+    if (l.global_rows > 0) ld["global_rows"] = l.global_rows, ld["halo"] = l.halo, ld["held_whole"] = l.held_whole;
     levels.append(ld);
   }
   d["levels"] = levels;
@@ -270,6 +271,7 @@ SolverOptions options_from_python(const py::dict& d) {
     else if (key == "amg_p_smoothings") p.prolongator_smoothings = v.cast<int>();
     else if (key == "amg_omega") p.prolongator_omega = v.cast<double>();
     else if (key == "amg_coarse_rows") p.coarse_rows = v.cast<int>();
+    else if (key == "amg_whole_rows") p.whole_level_rows = v.cast<int64_t>();
     else throw UsageError("unknown option '" + key + "'");
   }
   return o;
@@ -294,6 +296,7 @@ py::dict default_options() {
   d["amg_smoother"] = name_of(p.smoother), d["amg_sweeps"] = p.smoother_degree;
   d["amg_p_smoothings"] = p.prolongator_smoothings, d["amg_omega"] = p.prolongator_omega;
   d["amg_coarse_rows"] = p.coarse_rows;
+  d["amg_whole_rows"] = p.whole_level_rows;
   return d;
 }
 

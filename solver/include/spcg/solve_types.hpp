@@ -213,6 +213,11 @@ struct PreconditionerOptions {
   // stop coarsening at this many rows: a dense Cholesky (host, Eigen) solves the coarsest level; its inverse
   // costs n^3 flops (357 rows: 23 ms on the device machine's host), so the coarsest level stays small
   int coarse_rows = 250;
+  // on several GPUs: a coarse level of at most this many rows (over all ranks) is gathered and held whole by every
+  // rank, and every level below it is each rank's redundant copy (hypre's and AmgX's agglomeration); a larger one
+  // stays split over the ranks, with its own halo plan. At 150000 rows a level's V-cycle work (~10 products of
+  // ~30 entries a row) is ~0.5 ms on one GPU, against ~10 exchanges' latency when split: docs/perf-notes.md
+  int64_t whole_level_rows = 150000;
   int max_levels = 12;
   uint64_t seed = 0;              // the aggregation's hashed priorities
 };
@@ -223,6 +228,11 @@ struct AmgLevelReport {
   int64_t nnz = 0;
   std::string kernel;  // the operator's kernel on this level (auto's choice, or its FP32 variant), or "dense" on the coarsest
   double smoother_lambda_max = 0;
+  // several GPUs: the level's rows over all ranks, this rank's halo slots (split levels), and whether every rank
+  // holds the level whole (the coarse levels below PreconditionerOptions::whole_level_rows)
+  int64_t global_rows = 0;
+  int64_t halo = 0;
+  bool held_whole = false;
 };
 
 // What a preconditioner's setup did, for the report (table, JSON) and the library user.

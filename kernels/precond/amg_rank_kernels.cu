@@ -1,0 +1,322 @@
+// Device half of AMG's levels over ranks: CSR reshaping for the distributed prolongator and Galerkin product.
+// Work mapping: one thread per row for every pass (join, shift, pack, unpack, split: the rows are a rank's, the
+// entries per row a stencil's few to a coarse level's few dozen); two passes where the output's size is not known
+// (count, then a Thrust (CUB) scan, then fill); a binary search per halo entry into the sorted halo columns (the
+// halo plan's order: by owner, and so by column). Row order and entry order within a row are kept, so every
+// output is the same bits for the same input (the deterministic mode's sums follow from them).
+#include <thrust/copy.h>
+#include <thrust/device_ptr.h>
+#include <thrust/execution_policy.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/scan.h>
+#include <thrust/transform_reduce.h>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/device_array.hpp"
+#include "kernels/precond/amg_rank_kernels.hpp"
+
+namespace spcg {
+namespace {
+
+constexpr int kThreads = 256;
+int blocks_for(int64_t n) { return static_cast<int>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads)); }
+
+DeviceCsr csr_of(int32_t rows, int32_t cols, int64_t nnz, const char* what) {
+  DeviceCsr c;
+  c.rows = rows, c.cols = cols, c.nnz = nnz;
+  c.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(rows) + 1, what);
+  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), what);
+  c.values = DeviceArray<double>(static_cast<size_t>(nnz), what);
+  return c;
+}
+
+// out[0] = 0, out[i + 1] = count[0] + ... + count[i]; returns the total (64-bit: checked against int32 offsets).
+int64_t scan_into_offsets(const int32_t* count, int32_t n, int32_t* out, const char* what, cudaStream_t s) {
+  ThrustPoolAllocator scratch;
+  auto policy = thrust::cuda::par(scratch).on(s);
+  CHECK_CUDA(cudaMemsetAsync(out, 0, sizeof(int32_t), s));
+  if (n == 0) return 0;
+  // the total in 64 bits first: a piece past 2^31 entries cannot take int32 offsets
+  const int64_t total = thrust::transform_reduce(
+      policy, thrust::device_pointer_cast(count), thrust::device_pointer_cast(count) + n,
+      [] __device__(int32_t c) -> int64_t { return static_cast<int64_t>(c); }, int64_t{0}, thrust::plus<int64_t>());
+  if (total > INT32_MAX) throw Error(std::string(what) + ": " + std::to_string(total) + " entries, past 32-bit offsets");
+  thrust::inclusive_scan(policy, thrust::device_pointer_cast(count), thrust::device_pointer_cast(count) + n,
+                         thrust::device_pointer_cast(out) + 1);
+  return total;
+}
+
+__global__ void join_offsets_kernel(int32_t n, const int32_t* __restrict__ lrp, const int32_t* __restrict__ hrp,
+                                    int32_t* __restrict__ rp) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i <= n) rp[i] = lrp[i] + hrp[i];
+}
+
+__global__ void join_fill_kernel(int32_t n, const int32_t* __restrict__ lrp, const int32_t* __restrict__ lci,
+                                 const double* __restrict__ lv, const int32_t* __restrict__ hrp,
+                                 const int32_t* __restrict__ hci, const double* __restrict__ hv,
+                                 const int32_t* __restrict__ rp, int32_t* __restrict__ ci, double* __restrict__ v) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  int32_t o = rp[i];
+  for (int32_t p = lrp[i]; p < lrp[i + 1]; ++p, ++o) ci[o] = lci[p], v[o] = lv[p];
+  for (int32_t p = hrp[i]; p < hrp[i + 1]; ++p, ++o) ci[o] = n + hci[p], v[o] = hv[p];
+}
+
+__global__ void add_offset_kernel(int64_t count, const int32_t* __restrict__ in, int32_t offset, int32_t* __restrict__ out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < count) out[i] = in[i] + offset;
+}
+
+__global__ void pack_kernel(int64_t count, const int32_t* __restrict__ rows, const int32_t* __restrict__ rp,
+                            const int32_t* __restrict__ ci, const double* __restrict__ v, int32_t width,
+                            double* __restrict__ out) {
+  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (j >= count) return;
+  const int32_t r = rows[j], begin = rp[r], length = rp[r + 1] - begin;
+  double* o = out + j * 2 * int64_t{width};
+  for (int32_t e = 0; e < width; ++e) {
+    o[2 * e] = e < length ? static_cast<double>(ci[begin + e]) : -1.0;
+    o[2 * e + 1] = e < length ? v[begin + e] : 0.0;
+  }
+}
+
+__global__ void unpack_count_kernel(int32_t rows, const double* __restrict__ packed, int32_t width, int32_t* __restrict__ count) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= rows) return;
+  const double* row = packed + i * 2 * int64_t{width};
+  int32_t c = 0;
+  while (c < width && row[2 * c] >= 0) ++c;
+  count[i] = c;
+}
+
+__global__ void unpack_fill_kernel(int32_t rows, const double* __restrict__ packed, int32_t width,
+                                   const int32_t* __restrict__ rp, int32_t* __restrict__ ci, double* __restrict__ v) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= rows) return;
+  const double* row = packed + i * 2 * int64_t{width};
+  for (int32_t p = rp[i], e = 0; p < rp[i + 1]; ++p, ++e) ci[p] = static_cast<int32_t>(row[2 * e]), v[p] = row[2 * e + 1];
+}
+
+// The halo slot of global column c: its index in the sorted halo columns, or -1.
+__device__ int32_t slot_of(int64_t c, const int64_t* __restrict__ halo_columns, int32_t halo_count, int64_t own_end) {
+  if (!halo_columns) return static_cast<int32_t>(c - own_end);
+  int32_t lo = 0, hi = halo_count;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (halo_columns[mid] < c) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < halo_count && halo_columns[lo] == c ? lo : -1;
+}
+
+template <bool kFill>
+__global__ void split_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
+                             const double* __restrict__ v, int64_t own_begin, int32_t own_count,
+                             const int64_t* __restrict__ halo_columns, int32_t halo_count, bool keep_halo,
+                             int32_t* __restrict__ local_count, int32_t* __restrict__ halo_count_out,
+                             const int32_t* __restrict__ lrp, int32_t* __restrict__ lci, double* __restrict__ lv,
+                             const int32_t* __restrict__ hrp, int32_t* __restrict__ hci, double* __restrict__ hv,
+                             unsigned long long* __restrict__ unmatched) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const int64_t own_end = own_begin + own_count;
+  int32_t nl = 0, nh = 0, lo = kFill ? lrp[i] : 0, ho = kFill ? hrp[i] : 0;
+  unsigned long long missing = 0;
+  for (int32_t p = rp[i]; p < rp[i + 1]; ++p) {
+    const int64_t c = ci[p];
+    if (c >= own_begin && c < own_end) {
+      if (kFill) lci[lo + nl] = static_cast<int32_t>(c - own_begin), lv[lo + nl] = v[p];
+      ++nl;
+    } else if (keep_halo) {
+      const int32_t slot = slot_of(c, halo_columns, halo_count, own_end);
+      if (slot < 0) {
+        ++missing;
+        continue;
+      }
+      if (kFill) hci[ho + nh] = slot, hv[ho + nh] = v[p];
+      ++nh;
+    }
+  }
+  if (!kFill) {
+    local_count[i] = nl, halo_count_out[i] = nh;
+    if (missing) atomicAdd(unmatched, missing);  // a count, not a value: any order gives the same total
+  }
+}
+
+__global__ void compressed_offsets_kernel(int32_t rows, const int32_t* __restrict__ ids, const int32_t* __restrict__ rp,
+                                          int32_t nnz, int32_t* __restrict__ out) {
+  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (j < rows) out[j] = rp[ids[j]];
+  if (j == rows) out[j] = nnz;
+}
+
+void copy_entries(const DeviceCsr& from, DeviceCsr& to, int64_t at, cudaStream_t s) {
+  if (from.nnz == 0) return;
+  CHECK_CUDA(cudaMemcpyAsync(to.col_idx.data() + at, from.col_idx.data(), sizeof(int32_t) * from.nnz, cudaMemcpyDeviceToDevice, s));
+  CHECK_CUDA(cudaMemcpyAsync(to.values.data() + at, from.values.data(), sizeof(double) * from.nnz, cudaMemcpyDeviceToDevice, s));
+}
+
+}  // namespace
+
+DeviceCsr join_columns(const DeviceCsr& local, const DeviceCsr& halo, cudaStream_t s) {
+  local.require_narrow("join_columns"), halo.require_narrow("join_columns");
+  if (local.rows != halo.rows) throw Error("join_columns: the blocks' rows differ");
+  const int32_t n = local.rows;
+  if (local.nnz + halo.nnz > INT32_MAX) throw Error("join_columns: past 32-bit offsets");
+  DeviceCsr out = csr_of(n, local.cols + halo.cols, local.nnz + halo.nnz, "joined rows");
+  join_offsets_kernel<<<blocks_for(int64_t{n} + 1), kThreads, 0, s>>>(n, local.row_ptr.data(), halo.row_ptr.data(),
+                                                                      out.row_ptr.data());
+  CHECK_LAUNCH("join-offsets");
+  if (n > 0) {
+    join_fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, local.row_ptr.data(), local.col_idx.data(), local.values.data(),
+                                                         halo.row_ptr.data(), halo.col_idx.data(), halo.values.data(),
+                                                         out.row_ptr.data(), out.col_idx.data(), out.values.data());
+    CHECK_LAUNCH("join-fill");
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
+
+DeviceCsr stack_rows(const DeviceCsr& top, const DeviceCsr& bottom, cudaStream_t s) {
+  if (top.cols != bottom.cols) throw Error("stack_rows: the pieces' columns differ");
+  if (top.nnz + bottom.nnz > INT32_MAX) throw Error("stack_rows: past 32-bit offsets");
+  DeviceCsr out = csr_of(top.rows + bottom.rows, top.cols, top.nnz + bottom.nnz, "stacked rows");
+  CHECK_CUDA(cudaMemcpyAsync(out.row_ptr.data(), top.row_ptr.data(), sizeof(int32_t) * top.rows, cudaMemcpyDeviceToDevice, s));
+  add_offset_kernel<<<blocks_for(int64_t{bottom.rows} + 1), kThreads, 0, s>>>(
+      int64_t{bottom.rows} + 1, bottom.row_ptr.data(), static_cast<int32_t>(top.nnz), out.row_ptr.data() + top.rows);
+  CHECK_LAUNCH("stack-offsets");
+  copy_entries(top, out, 0, s);
+  copy_entries(bottom, out, top.nnz, s);
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
+
+DeviceCsr shift_columns(const DeviceCsr& m, int32_t offset, int32_t cols, cudaStream_t s) {
+  DeviceCsr out = csr_of(m.rows, cols, m.nnz, "shifted columns");
+  CHECK_CUDA(cudaMemcpyAsync(out.row_ptr.data(), m.row_ptr.data(), out.row_ptr.bytes(), cudaMemcpyDeviceToDevice, s));
+  if (m.nnz > 0) {
+    add_offset_kernel<<<blocks_for(m.nnz), kThreads, 0, s>>>(m.nnz, m.col_idx.data(), offset, out.col_idx.data());
+    CHECK_LAUNCH("shift-columns");
+    CHECK_CUDA(cudaMemcpyAsync(out.values.data(), m.values.data(), out.values.bytes(), cudaMemcpyDeviceToDevice, s));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
+
+int32_t longest_row(const DeviceCsr& m, const int32_t* rows, int64_t count, cudaStream_t s) {
+  if (count == 0) return 0;
+  ThrustPoolAllocator scratch;
+  const int32_t* rp = m.row_ptr.data();
+  return thrust::transform_reduce(
+      thrust::cuda::par(scratch).on(s), thrust::device_pointer_cast(rows), thrust::device_pointer_cast(rows) + count,
+      [rp] __device__(int32_t r) -> int32_t { return rp[r + 1] - rp[r]; }, int32_t{0}, thrust::maximum<int32_t>());
+}
+
+void pack_rows(const DeviceCsr& m, const int32_t* rows, int64_t count, int32_t width, double* out, cudaStream_t s) {
+  if (count == 0 || width == 0) return;
+  pack_kernel<<<blocks_for(count), kThreads, 0, s>>>(count, rows, m.row_ptr.data(), m.col_idx.data(), m.values.data(),
+                                                      width, out);
+  CHECK_LAUNCH("pack-rows");
+}
+
+DeviceCsr unpack_rows(const double* packed, int32_t rows, int32_t width, int32_t cols, cudaStream_t s) {
+  DeviceArray<int32_t> count(static_cast<size_t>(rows), "unpacked row lengths");
+  if (rows > 0) {
+    if (width > 0) {
+      unpack_count_kernel<<<blocks_for(rows), kThreads, 0, s>>>(rows, packed, width, count.data());
+      CHECK_LAUNCH("unpack-count");
+    } else {
+      CHECK_CUDA(cudaMemsetAsync(count.data(), 0, count.bytes(), s));
+    }
+  }
+  DeviceArray<int32_t> rp(static_cast<size_t>(rows) + 1, "unpacked rows");
+  const int64_t nnz = scan_into_offsets(count.data(), rows, rp.data(), "unpack_rows", s);
+  DeviceCsr out;
+  out.rows = rows, out.cols = cols, out.nnz = nnz;
+  out.row_ptr = std::move(rp);
+  out.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "unpacked rows");
+  out.values = DeviceArray<double>(static_cast<size_t>(nnz), "unpacked rows");
+  if (nnz > 0) {
+    unpack_fill_kernel<<<blocks_for(rows), kThreads, 0, s>>>(rows, packed, width, out.row_ptr.data(), out.col_idx.data(),
+                                                             out.values.data());
+    CHECK_LAUNCH("unpack-fill");
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
+
+ColumnSplit split_columns(const DeviceCsr& m, int64_t own_begin, int32_t own_count, const int64_t* halo_columns,
+                          int32_t halo_count, bool keep_halo, cudaStream_t s) {
+  m.require_narrow("split_columns");
+  const int32_t n = m.rows;
+  DeviceArray<int32_t> local_count(static_cast<size_t>(n), "split counts"), halo_count_rows(static_cast<size_t>(n), "split counts");
+  DeviceArray<unsigned long long> unmatched(1, "split unmatched");
+  CHECK_CUDA(cudaMemsetAsync(unmatched.data(), 0, unmatched.bytes(), s));
+  const int32_t halo_cols = halo_columns ? halo_count : std::max(0, halo_count);
+  if (n > 0) {
+    split_kernel<false><<<blocks_for(n), kThreads, 0, s>>>(
+        n, m.row_ptr.data(), m.col_idx.data(), m.values.data(), own_begin, own_count, halo_columns, halo_count,
+        keep_halo, local_count.data(), halo_count_rows.data(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+        unmatched.data());
+    CHECK_LAUNCH("split-count");
+  }
+  ColumnSplit out;
+  out.local.rows = out.halo.rows = n;
+  out.local.cols = own_count, out.halo.cols = halo_cols;
+  out.local.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(n) + 1, "split local");
+  out.halo.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(n) + 1, "split halo");
+  out.local.nnz = scan_into_offsets(local_count.data(), n, out.local.row_ptr.data(), "split_columns", s);
+  out.halo.nnz = scan_into_offsets(halo_count_rows.data(), n, out.halo.row_ptr.data(), "split_columns", s);
+  out.local.col_idx = DeviceArray<int32_t>(static_cast<size_t>(out.local.nnz), "split local");
+  out.local.values = DeviceArray<double>(static_cast<size_t>(out.local.nnz), "split local");
+  out.halo.col_idx = DeviceArray<int32_t>(static_cast<size_t>(out.halo.nnz), "split halo");
+  out.halo.values = DeviceArray<double>(static_cast<size_t>(out.halo.nnz), "split halo");
+  if (n > 0) {
+    split_kernel<true><<<blocks_for(n), kThreads, 0, s>>>(
+        n, m.row_ptr.data(), m.col_idx.data(), m.values.data(), own_begin, own_count, halo_columns, halo_count,
+        keep_halo, nullptr, nullptr, out.local.row_ptr.data(), out.local.col_idx.data(), out.local.values.data(),
+        out.halo.row_ptr.data(), out.halo.col_idx.data(), out.halo.values.data(), nullptr);
+    CHECK_LAUNCH("split-fill");
+  }
+  unsigned long long missing = 0;
+  CHECK_CUDA(cudaMemcpyAsync(&missing, unmatched.data(), sizeof missing, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  out.unmatched = static_cast<int64_t>(missing);
+  return out;
+}
+
+CompressedRows compress_rows(const DeviceCsr& m, cudaStream_t s) {
+  m.require_narrow("compress_rows");
+  CompressedRows out;
+  const int32_t n = m.rows;
+  ThrustPoolAllocator scratch;
+  auto policy = thrust::cuda::par(scratch).on(s);
+  DeviceArray<int32_t> ids(static_cast<size_t>(n), "compressed row ids");
+  const int32_t* rp = m.row_ptr.data();
+  const int32_t kept = n == 0 ? 0
+                              : static_cast<int32_t>(thrust::copy_if(policy, thrust::counting_iterator<int32_t>(0),
+                                                                     thrust::counting_iterator<int32_t>(n),
+                                                                     thrust::device_pointer_cast(ids.data()),
+                                                                     [rp] __device__(int32_t i) -> bool { return rp[i + 1] > rp[i]; }) -
+                                                     thrust::device_pointer_cast(ids.data()));
+  out.rows = kept;
+  out.ids = DeviceArray<int32_t>(static_cast<size_t>(kept), "compressed row ids");
+  if (kept) CHECK_CUDA(cudaMemcpyAsync(out.ids.data(), ids.data(), out.ids.bytes(), cudaMemcpyDeviceToDevice, s));
+  out.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(kept) + 1, "compressed row pointers");
+  compressed_offsets_kernel<<<blocks_for(int64_t{kept} + 1), kThreads, 0, s>>>(kept, out.ids.data(), rp,
+                                                                              static_cast<int32_t>(m.nnz), out.row_ptr.data());
+  CHECK_LAUNCH("compressed-offsets");
+  // the empty rows hold no entries: the compressed rows' entries are m's, in order
+  out.cols = DeviceArray<int32_t>(static_cast<size_t>(m.nnz), "compressed columns");
+  out.values = DeviceArray<double>(static_cast<size_t>(m.nnz), "compressed values");
+  if (m.nnz) {
+    CHECK_CUDA(cudaMemcpyAsync(out.cols.data(), m.col_idx.data(), out.cols.bytes(), cudaMemcpyDeviceToDevice, s));
+    CHECK_CUDA(cudaMemcpyAsync(out.values.data(), m.values.data(), out.values.bytes(), cudaMemcpyDeviceToDevice, s));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
+
+}  // namespace spcg

@@ -1,0 +1,191 @@
+#include "solver/amg_ranks.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "kernels/communicator.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/halo_product.hpp"
+#include "kernels/nvtx.hpp"
+#include "kernels/precond/amg_rank_kernels.hpp"
+#include "solver/spectrum.hpp"
+#include "spcg/error.hpp"
+
+namespace spcg {
+namespace {
+
+// The largest of each rank's value (every rank gets it).
+int64_t max_over_ranks(const LinearOperator& over, int64_t value, cudaStream_t s) {
+  int64_t most = 0;
+  for (double v : gather_over_ranks(over, {static_cast<double>(value)}, s)) most = std::max(most, static_cast<int64_t>(v));
+  return most;
+}
+
+// The rows of m (this rank's rows, any columns) that the peers' halos list, delivered: a CSR of the level's halo
+// slots x m.cols, in slot order. Fixed-width rows of the widest row sent by any rank (what the receivers size
+// their buffer by).
+DeviceCsr halo_rows_of(const DistributedOperator& level, const DeviceCsr& m, cudaStream_t s) {
+  const int64_t sent = level.send_entries();
+  const int32_t width = static_cast<int32_t>(max_over_ranks(level, longest_row(m, level.send_rows(), sent, s), s));
+  DeviceArray<double> send(static_cast<size_t>(sent) * 2 * width, "amg rows sent"),
+      received(static_cast<size_t>(level.halo_slots()) * 2 * width, "amg rows received");
+  pack_rows(m, level.send_rows(), sent, width, send.data(), s);
+  if (width > 0) level.exchange_rows(send.data(), received.data(), 2 * width, s);
+  wait_for_stream(s, &level.communicator());
+  return unpack_rows(received.data(), level.halo_slots(), width, m.cols, s);
+}
+
+// [m's rows; the halo rows of m]
+DeviceCsr with_halo_rows(const DistributedOperator& level, const DeviceCsr& m, cudaStream_t s) {
+  return stack_rows(m, halo_rows_of(level, m, s), s);
+}
+
+DeviceCsr product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
+                  const char* what, RankGalerkin& g, cudaStream_t s) {
+  bool by_library = false;
+  DeviceCsr c = row_product(a, b, e, dinv, s0, s, &by_library);
+  if (by_library) g.library_products.push_back(what);
+  return c;
+}
+
+class HaloTransfer final : public LinearOperator {
+ public:
+  HaloTransfer(std::unique_ptr<LinearOperator> local, CompressedRows halo, const DistributedOperator& source)
+      : LinearOperator(local->rows(), local->cols(), local->nnz() + static_cast<int64_t>(halo.cols.size())),
+        local_(std::move(local)), halo_(std::move(halo)), source_(source) {
+    collective_ = true;
+    info_ = local_->setup_info();
+  }
+  std::string name() const override { return "transfer(" + local_->name() + " + halo)"; }
+  std::string chosen(int k) const override { return local_->chosen(k) + " + halo csr-vector"; }
+  double bytes_per_apply(int k) const override {
+    return local_->bytes_per_apply(k) + 12.0 * double(halo_.cols.size()) + 8.0 * halo_.rows +
+           (16.0 * halo_.rows + 8.0 * source_.halo_slots() + 16.0 * double(source_.send_entries())) * k;
+  }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    const double* x_halo = source_.exchange_halo(x, k, s);  // (x: source's rows)
+    local_->apply(alpha, x, beta, y, k, s);
+    const HaloRows h{halo_.rows, halo_.ids.data(), halo_.row_ptr.data(), halo_.cols.data(), halo_.values.data()};
+    launch_halo_product(h, k, x_halo, alpha, y, nullptr, nullptr, s);
+  }
+
+ private:
+  std::unique_ptr<LinearOperator> local_;
+  CompressedRows halo_;
+  const DistributedOperator& source_;
+};
+
+class SummedTransfer final : public LinearOperator, public RankShare {
+ public:
+  SummedTransfer(std::unique_ptr<LinearOperator> local, Communicator& ranks)
+      : LinearOperator(local->rows(), local->cols(), local->nnz()), local_(std::move(local)), ranks_(ranks) {
+    collective_ = true;
+    info_ = local_->setup_info();
+  }
+  std::string name() const override { return "summed(" + local_->name() + ")"; }
+  std::string chosen(int k) const override { return local_->chosen(k) + " + sum over ranks"; }
+  double bytes_per_apply(int k) const override { return local_->bytes_per_apply(k) + 16.0 * rows_ * k * ranks_.size(); }
+  Communicator& communicator() const override { return ranks_; }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    if (beta != 0.0) throw Error("summed transfer: only y = sum L x (beta = 0) is offered");
+    local_->apply(alpha, x, 0.0, y, k, s);
+    ranks_.allreduce_sum(y, static_cast<size_t>(rows_) * k, s);
+  }
+
+ private:
+  std::unique_ptr<LinearOperator> local_;
+  Communicator& ranks_;
+};
+
+}  // namespace
+
+RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& local_a, const DeviceAggregates& agg,
+                           const double* dinv, double omega, int smoothings, cudaStream_t s) {
+  NvtxRange range("amg-rank-galerkin");
+  if (smoothings > 1)
+    throw UsageError("amg on several GPUs: one prolongator smoothing step at most (each step reaches a row further "
+                     "than the halo brings)");
+  RankGalerkin g;
+  const std::vector<double> counts = gather_over_ranks(fine, {static_cast<double>(agg.count)}, s);
+  const int me = fine.communicator().rank();
+  g.coarse_first_row.assign(1, 0);
+  for (double c : counts) g.coarse_first_row.push_back(g.coarse_first_row.back() + static_cast<GlobalIndex>(c));
+  if (g.coarse_first_row.back() > INT32_MAX)
+    throw Error("amg on several GPUs: a coarse level of " + std::to_string(g.coarse_first_row.back()) +
+                " rows, past 32-bit column numbers");
+  g.first_coarse = g.coarse_first_row[static_cast<size_t>(me)];
+  g.own_coarse = agg.count;
+  g.coarse_rows = static_cast<int32_t>(g.coarse_first_row.back());
+  const int32_t n = local_a.rows, first = static_cast<int32_t>(g.first_coarse);
+
+  // [A_local | A_halo]: the rank's rows over its own columns and then its halo slots
+  const std::shared_ptr<DeviceCsr> halo = upload_csr_shared(fine.blocks().halo);
+  const DeviceCsr a_ext = join_columns(local_a, *halo, s);
+  // P0 with global coarse columns, the rank's rows; P = P0 - omega D^-1 [A_local | A_halo] [P0; P0_halo]
+  DeviceCsr p = shift_columns(tentative_prolongator(agg, n, s), first, g.coarse_rows, s);
+  if (smoothings > 0) {
+    const DeviceCsr p0_ext = with_halo_rows(fine, p, s);
+    p = product(a_ext, p0_ext, &p, dinv, -omega, "P", g, s);
+  }
+  const DeviceCsr p_ext = with_halo_rows(fine, p, s);
+  // A P over the rank's rows, then with the halo rows' A P
+  const DeviceCsr ap_ext = with_halo_rows(fine, product(a_ext, p_ext, nullptr, nullptr, 1.0, "A P", g, s), s);
+  // R = P' on the rank's coarse rows over [own rows; halo rows]; its rows of P' A P = R [A P; (A P)_halo]
+  g.r = transpose(split_columns(p_ext, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local, s);
+  g.coarse = product(g.r, ap_ext, nullptr, nullptr, 1.0, "R (A P)", g, s);
+  g.p = std::move(p);
+  return g;
+}
+
+CsrMatrix gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g, cudaStream_t s) {
+  Communicator* ranks = ranks_of(fine);
+  const CsrMatrix own = download_csr(g.coarse);
+  const int64_t n = g.coarse_rows;
+  // every row's length at its global row, then the entries at their global offsets: sums of one rank's values and
+  // the others' zeros, exact
+  DeviceArray<double> lengths(static_cast<size_t>(n), "gathered lengths");
+  std::vector<double> h(static_cast<size_t>(n), 0.0);
+  for (int32_t i = 0; i < own.rows; ++i)
+    h[static_cast<size_t>(g.first_coarse + i)] = static_cast<double>(own.row_ptr[i + 1] - own.row_ptr[i]);
+  lengths.upload(h);
+  if (ranks) ranks->allreduce_sum(lengths.data(), lengths.size(), s);
+  wait_for_stream(s, ranks);
+  h = lengths.download();
+  CsrMatrix whole;
+  whole.rows = whole.cols = static_cast<int32_t>(n);
+  whole.row_ptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) whole.row_ptr[static_cast<size_t>(i) + 1] = whole.row_ptr[static_cast<size_t>(i)] + static_cast<RowOffset>(h[static_cast<size_t>(i)]);
+  const int64_t nnz = whole.row_ptr.back(), at = whole.row_ptr[static_cast<size_t>(g.first_coarse)];
+  std::vector<double> entries(static_cast<size_t>(2 * nnz), 0.0);  // columns, then values
+  for (int64_t q = 0; q < own.nnz(); ++q) {
+    entries[static_cast<size_t>(at + q)] = own.col_idx[static_cast<size_t>(q)];
+    entries[static_cast<size_t>(nnz + at + q)] = own.values[static_cast<size_t>(q)];
+  }
+  DeviceArray<double> d(entries, "gathered entries");
+  if (ranks) ranks->allreduce_sum(d.data(), d.size(), s);
+  wait_for_stream(s, ranks);
+  entries = d.download();
+  whole.col_idx.resize(static_cast<size_t>(nnz));
+  whole.values.resize(static_cast<size_t>(nnz));
+  for (int64_t q = 0; q < nnz; ++q) {
+    whole.col_idx[static_cast<size_t>(q)] = static_cast<int32_t>(entries[static_cast<size_t>(q)]);
+    whole.values[static_cast<size_t>(q)] = entries[static_cast<size_t>(nnz + q)];
+  }
+  return whole;
+}
+
+std::unique_ptr<LinearOperator> make_halo_transfer(std::unique_ptr<LinearOperator> local, const DeviceCsr& halo,
+                                                   const DistributedOperator& source, cudaStream_t s) {
+  if (halo.cols != source.halo_slots()) throw Error("halo transfer: the halo block is not over the source's slots");
+  return std::make_unique<HaloTransfer>(std::move(local), compress_rows(halo, s), source);
+}
+
+std::unique_ptr<LinearOperator> make_summed_transfer(std::unique_ptr<LinearOperator> local, Communicator& ranks) {
+  return std::make_unique<SummedTransfer>(std::move(local), ranks);
+}
+
+}  // namespace spcg
