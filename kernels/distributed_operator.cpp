@@ -40,9 +40,22 @@ class DistributedOperator::Fp32View final : public LinearOperator, public FusedD
 
 DistributedOperator::DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options)
     : LinearOperator(blocks.local), blocks_(std::move(blocks)), comm_(comm) {
+  local_setup_ = std::make_unique<MatrixSetup>(blocks_.local);
+  set_up(options);
+}
+
+DistributedOperator::DistributedOperator(std::shared_ptr<const DeviceCsr> local, RankBlocks blocks, Communicator& comm,
+                                         const OperatorOptions& options)
+    : LinearOperator(local->rows, local->cols, local->nnz), blocks_(std::move(blocks)), comm_(comm) {
+  if (local->rows != blocks_.rows() || blocks_.halo.rows != local->rows)
+    throw Error("distributed operator: the device block's rows are not the blocks'");
+  local_setup_ = std::make_unique<MatrixSetup>(std::move(local));
+  set_up(options);
+}
+
+void DistributedOperator::set_up(const OperatorOptions& options) {
   collective_ = true;
   nnz_ += blocks_.halo.nnz();
-  local_setup_ = std::make_unique<MatrixSetup>(blocks_.local);
   local_op_ = make_operator("auto", *local_setup_, options);
   info_ = local_op_->setup_info();
   {  // the halo block without its empty rows

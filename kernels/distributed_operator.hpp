@@ -15,6 +15,7 @@
 
 #include "kernels/communicator.hpp"
 #include "kernels/device_array.hpp"
+#include "kernels/halo_product.hpp"
 #include "kernels/linear_operator.hpp"
 #include "kernels/matrix_setup.hpp"
 #include "spcg/partition.hpp"
@@ -25,6 +26,10 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
  public:
   // Takes the blocks over (the setups read them: a rank's share of a large system is not copied).
   DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options = {});
+  // The same with the local block already on the device (AMG's coarse levels, made there): `blocks` holds the halo
+  // block and the plan, its local block is left empty.
+  DistributedOperator(std::shared_ptr<const DeviceCsr> local, RankBlocks blocks, Communicator& comm,
+                      const OperatorOptions& options = {});
   ~DistributedOperator() override;
   DistributedOperator(const DistributedOperator&) = delete;
   DistributedOperator& operator=(const DistributedOperator&) = delete;
@@ -60,7 +65,7 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   const LinearOperator& iteration_copy() const override;  // that copy, or this operator
   bool copy_is_exact() const override { return fp32_exact_; }  // exact: every value (on every rank) an FP32 number
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
-  const RankBlocks& blocks() const { return blocks_; }
+  const RankBlocks& blocks() const { return blocks_; }  // (local empty when made from a device block)
 
   // The exchange alone, for what travels with this operator's halo plan (AMG's transfers and its setup):
   // x's halo (halo_slots x k, row-major, the plan's slot order) in a buffer of this operator's that stays valid
@@ -70,6 +75,11 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // in that order), `received` gets halo_slots() rows of `width` doubles. Collective.
   void exchange_rows(const double* sent, double* received, int width, cudaStream_t s) const;
   const int32_t* send_rows() const { return send_rows_.data(); }
+  // The halo block on the device, its rows that hold entries (kernels/halo_product.hpp).
+  HaloRows halo_rows() const {
+    return {static_cast<int32_t>(halo_row_ids_.size()), halo_row_ids_.data(), halo_row_ptr_.data(), halo_cols_.data(),
+            halo_values_.data()};
+  }
   // The exchange's buffers for blocks of k columns, made now (a CUDA graph capture may not grow them).
   void reserve(int k) const { grow_buffers(k, exchange_stream_); }
   int32_t halo_slots() const { return static_cast<int32_t>(halo_slots_); }
@@ -83,6 +93,7 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   void apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink, cudaStream_t s,
                     const std::function<bool()>& local) const;
   void grow_buffers(int k, cudaStream_t s) const;  // the send and halo buffers for width k
+  void set_up(const OperatorOptions& options);     // after local_setup_: the kernel, the halo rows, the plan
   // y = alpha (local x_local + A_halo x_halo) + beta y, with `local` the rank's block kernel (FP64 or its copy)
   void apply_with_local(const LinearOperator& local, double alpha, const double* x, double beta, double* y, int k,
                         cudaStream_t s) const;

@@ -248,11 +248,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       });
       if (shared) {  // the prolongator and Galerkin product over the ranks (solver/amg_ranks.hpp)
         RankGalerkin g;
-        timed("galerkin over ranks", [&] {
+        {
           const int smoothings = o.prolongator == AmgProlongator::plain ? 0 : o.prolongator_smoothings;
           g = rank_galerkin(*L.dist, a, agg, dinv.data(), o.prolongator_omega / (L.lambda_max / o.lambda_max_safety),
-                            smoothings, s);
-        });
+                            smoothings, s, [&](const char* phase, const std::function<void()>& work) { timed(phase, work); });
+        }
         for (const std::string& what : g.library_products) library_products.push_back("level " + std::to_string(l) + " " + what);
         // the next level held whole by every rank once it is small (or the last a max_levels cap allows), so that
         // the coarsest is every rank's dense solve; an update keeps the first setup's choice
@@ -276,25 +276,22 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
             L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.p)));
             L.p = level_operator(nullptr, *L.p_setup);
           } else {
-            // the rank's coarse rows split into local and halo blocks with their plan (the sends from a structurally
-            // symmetric A_c, as a generated share's)
-            const CsrMatrix own = download_csr(g.coarse);
-            GlobalRows rows;
-            rows.first_row = g.first_coarse, rows.global_cols = g.coarse_rows, rows.rows = own.rows;
-            rows.row_ptr = own.row_ptr;
-            rows.col_idx.assign(own.col_idx.begin(), own.col_idx.end());
-            rows.values = own.values;
+            // the rank's coarse rows split on the device into its local block and its halo block over the distinct
+            // outside columns (sorted: by owner, as the plan's slots are); the halo block and the plan on the host
+            const DeviceArray<int64_t> halo_columns = columns_outside(g.coarse, g.first_coarse, g.own_coarse, s);
+            ColumnSplit cs = split_columns(g.coarse, g.first_coarse, g.own_coarse, halo_columns.data(),
+                                           static_cast<int32_t>(halo_columns.size()), true, s);
             RowPartition coarse;
             coarse.first_row = g.coarse_first_row;
-            next.dist_owned = std::make_unique<DistributedOperator>(
-                rank_blocks_from_rows(std::move(rows), coarse, ranks->rank()), *ranks, level_options);
+            RankBlocks blocks = halo_blocks(download_csr(cs.halo), halo_columns.download(), coarse, ranks->rank());
+            next.dist_owned = std::make_unique<DistributedOperator>(shared_csr(std::move(cs.local)), std::move(blocks),
+                                                                    *ranks, level_options);
             next.dist = next.dist_owned.get();
             next.op = next.dist;
             next.a = next.dist->local_setup().device_csr();
             next.first_row = g.first_coarse;
             // P: the rank's own coarse columns, then the others as the coarse level's halo slots (every one is: A_c
             // couples each aggregate P reaches from a row to that row's own)
-            const DeviceArray<int64_t> halo_columns(next.dist->blocks().plan.halo_columns, "amg coarse halo columns");
             ColumnSplit ps = split_columns(g.p, g.first_coarse, g.own_coarse, halo_columns.data(),
                                            next.dist->halo_slots(), true, s);
             if (ps.unmatched)
@@ -302,10 +299,9 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                                "coarse level's halo (A not structurally symmetric?)");
             L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(ps.local)));
             L.p = make_halo_transfer(level_operator(nullptr, *L.p_setup), ps.halo, *next.dist, s);
-            // R: the rank's fine rows, then its fine halo slots
-            ColumnSplit rs = split_columns(g.r, 0, n, nullptr, L.dist->halo_slots(), true, s);
-            L.r_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(rs.local)));
-            L.r = make_halo_transfer(level_operator(nullptr, *L.r_setup), rs.halo, *L.dist, s);
+            // R: over the rank's fine rows, and over its fine halo slots (the fine level's exchange of res)
+            L.r_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.r_own)));
+            L.r = make_halo_transfer(level_operator(nullptr, *L.r_setup), g.r_halo, *L.dist, s);
           }
           levels_.push_back(std::move(next));
         });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 
 #include "kernels/communicator.hpp"
 #include "kernels/cuda_check.hpp"
@@ -104,7 +105,7 @@ class SummedTransfer final : public LinearOperator, public RankShare {
 }  // namespace
 
 RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& local_a, const DeviceAggregates& agg,
-                           const double* dinv, double omega, int smoothings, cudaStream_t s) {
+                           const double* dinv, double omega, int smoothings, cudaStream_t s, const PhaseTimer& timed) {
   NvtxRange range("amg-rank-galerkin");
   if (smoothings > 1)
     throw UsageError("amg on several GPUs: one prolongator smoothing step at most (each step reaches a row further "
@@ -122,22 +123,32 @@ RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& loc
   g.coarse_rows = static_cast<int32_t>(g.coarse_first_row.back());
   const int32_t n = local_a.rows, first = static_cast<int32_t>(g.first_coarse);
 
-  // [A_local | A_halo]: the rank's rows over its own columns and then its halo slots
-  const std::shared_ptr<DeviceCsr> halo = upload_csr_shared(fine.blocks().halo);
-  const DeviceCsr a_ext = join_columns(local_a, *halo, s);
-  // P0 with global coarse columns, the rank's rows; P = P0 - omega D^-1 [A_local | A_halo] [P0; P0_halo]
-  DeviceCsr p = shift_columns(tentative_prolongator(agg, n, s), first, g.coarse_rows, s);
-  if (smoothings > 0) {
-    const DeviceCsr p0_ext = with_halo_rows(fine, p, s);
-    p = product(a_ext, p0_ext, &p, dinv, -omega, "P", g, s);
-  }
-  const DeviceCsr p_ext = with_halo_rows(fine, p, s);
-  // A P over the rank's rows, then with the halo rows' A P
-  const DeviceCsr ap_ext = with_halo_rows(fine, product(a_ext, p_ext, nullptr, nullptr, 1.0, "A P", g, s), s);
-  // R = P' on the rank's coarse rows over [own rows; halo rows]; its rows of P' A P = R [A P; (A P)_halo]
-  g.r = transpose(split_columns(p_ext, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local, s);
-  g.coarse = product(g.r, ap_ext, nullptr, nullptr, 1.0, "R (A P)", g, s);
-  g.p = std::move(p);
+  DeviceCsr a_ext, p_halo, ap;  // ap: the rank's rows of A P (the largest piece: never copied)
+  timed("galerkin over ranks: P", [&] {
+    // [A_local | A_halo]: the rank's rows over its own columns and then its halo slots
+    const HaloRows h = fine.halo_rows();
+    a_ext = join_columns(local_a, expand_rows(n, fine.halo_slots(), h.rows, h.row_ids, h.row_ptr, h.cols, h.values, s), s);
+    // P0 with global coarse columns, the rank's rows; P = P0 - omega D^-1 [A_local | A_halo] [P0; P0_halo]
+    DeviceCsr p = shift_columns(tentative_prolongator(agg, n, s), first, g.coarse_rows, s);
+    if (smoothings > 0) p = product(a_ext, with_halo_rows(fine, p, s), &p, dinv, -omega, "P", g, s);
+    p_halo = halo_rows_of(fine, p, s);
+    g.p = std::move(p);
+  });
+  timed("galerkin over ranks: A P", [&] {
+    ap = product(a_ext, stack_rows(g.p, p_halo, s), nullptr, nullptr, 1.0, "A P", g, s);
+    a_ext = DeviceCsr();
+  });
+  timed("galerkin over ranks: R (A P)", [&] {
+    // R = P' on the rank's coarse rows, over its own fine rows and over its halo rows; its rows of P' A P =
+    // R_own (A P) + R_halo (A P)_halo
+    const DeviceCsr ap_halo = halo_rows_of(fine, ap, s);
+    DeviceCsr r_own = transpose(split_columns(g.p, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local, s);
+    g.r_halo = transpose(split_columns(p_halo, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local, s);
+    const DeviceCsr own_part = product(r_own, ap, nullptr, nullptr, 1.0, "R (A P)", g, s);
+    g.r_own = std::move(r_own);
+    ap = DeviceCsr();
+    g.coarse = product(g.r_halo, ap_halo, &own_part, nullptr, 1.0, "R (A P) halo", g, s);
+  });
   return g;
 }
 

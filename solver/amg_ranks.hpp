@@ -8,12 +8,14 @@
 //   - A P the same way from P's own and halo rows; then the rank's coarse rows of P' (A P): every fine row whose P
 //     row reaches one of the rank's aggregates is its own or one of its halo rows (A is structurally symmetric and
 //     P one smoothing step from P0), so R = P' over [own rows; halo rows] restricted to the rank's coarse columns,
-//     times [A P own; A P halo], gives the rank's coarse rows whole, without a reverse exchange.
+//     times [A P own; A P halo] (R_own (A P) + R_halo (A P)_halo: A P is never copied), gives the rank's coarse
+//     rows whole, without a reverse exchange.
 // The transfers of the V-cycle (operators over ranks): restriction b_c = R [res; res_halo] with the fine level's
 // exchange, prolongation x += P [x_c; x_c_halo] with the coarse level's; where the coarse level is held whole by
 // every rank (the levels below a few hundred thousand rows: redundant, hypre's and AmgX's agglomeration to all),
 // b_c is the sum over the ranks of each rank's P' res and x += P x_c reads the whole x_c.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,7 +33,8 @@ struct RankGalerkin {
   int32_t own_coarse = 0;                     // this rank's coarse rows (its aggregates)
   int32_t coarse_rows = 0;                    // the coarse level's rows over all ranks
   DeviceCsr p;       // this rank's rows of P: n x coarse_rows, global coarse columns
-  DeviceCsr r;       // P' on this rank's coarse rows: own_coarse x (n + the fine level's halo slots)
+  DeviceCsr r_own;   // P' on this rank's coarse rows over its own fine rows: own_coarse x n
+  DeviceCsr r_halo;  // ... over its fine halo slots: own_coarse x the fine level's halo slots
   DeviceCsr coarse;  // this rank's rows of P' A P: own_coarse x coarse_rows, global columns
   std::vector<std::string> library_products;  // products too wide for our row-wise kernel (cuSPARSE's)
 };
@@ -39,8 +42,11 @@ struct RankGalerkin {
 // fine: the level's operator over ranks; local_a: its local block on the device; agg: the rank's aggregates of it;
 // dinv: its inverse diagonal (device); omega: the damping of the one smoothing step (smoothings 0: P = P0, plain
 // aggregation). Collective: every rank calls it.
+// timed(phase, work): runs work, timed as the setup's phase (nested: "P" holds "A P").
+using PhaseTimer = std::function<void(const char*, const std::function<void()>&)>;
 RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& local_a, const DeviceAggregates& agg,
-                           const double* dinv, double omega, int smoothings, cudaStream_t s);
+                           const double* dinv, double omega, int smoothings, cudaStream_t s,
+                           const PhaseTimer& timed = [](const char*, const std::function<void()>& work) { work(); });
 
 // The whole coarse level on every rank from each rank's rows of it (g.coarse): the rows gathered over the ranks.
 // Collective.

@@ -46,6 +46,18 @@ RowPartition partition_by_work(const CsrMatrix& a, int ranks) {
 
 namespace {
 
+// The plan's receives: the runs of its (sorted) halo columns by owner.
+void receives_by_owner(HaloPlan& plan, const RowPartition& cp) {
+  const std::vector<GlobalIndex>& halo = plan.halo_columns;
+  for (size_t s = 0; s < halo.size();) {
+    const int peer = cp.owner(halo[s]);
+    HaloPlan::Receive t;
+    t.peer = peer;
+    while (s < halo.size() && halo[s] < cp.end(peer)) t.columns.push_back(halo[s++]);
+    plan.receive.push_back(std::move(t));
+  }
+}
+
 // Rank r's local and halo blocks and its receives, from its rows (global columns: GlobalRows' 64-bit ones, or a
 // CsrMatrix's 32-bit ones where the whole system's columns fit); rows owned as p says, columns as cp says (p itself
 // for a square system; the coarse partition for a prolongator's rows). The rows are taken over: the halo block is copied
@@ -163,14 +175,7 @@ RankBlocks split_rows(Rows a, const RowPartition& p, const RowPartition& cp, int
   }
   local.row_ptr = std::move(a.row_ptr);
   local.values = std::move(a.values);
-  // receives: the runs of halo columns by owner
-  for (size_t s = 0; s < halo.size();) {
-    const int peer = cp.owner(halo[s]);
-    HaloPlan::Receive t;
-    t.peer = peer;
-    while (s < halo.size() && halo[s] < cp.end(peer)) t.columns.push_back(halo[s++]);
-    rb.plan.receive.push_back(std::move(t));
-  }
+  receives_by_owner(rb.plan, cp);
   return rb;
 }
 
@@ -236,6 +241,26 @@ void sends_by_symmetry(RankBlocks& rb, const RowPartition& p) {
 }
 
 }  // namespace
+
+RankBlocks halo_blocks(CsrMatrix halo, std::vector<GlobalIndex> halo_columns, const RowPartition& p, int rank) {
+  check_partition(p, p.first_row.back(), rank, "halo_blocks");
+  if (halo.rows != p.end(rank) - p.begin(rank) || halo.cols != static_cast<int32_t>(halo_columns.size()))
+    throw Error("halo_blocks: a halo block of " + std::to_string(halo.rows) + " x " + std::to_string(halo.cols) +
+                " for rank " + std::to_string(rank) + "'s " + std::to_string(p.end(rank) - p.begin(rank)) + " rows and " +
+                std::to_string(halo_columns.size()) + " halo columns");
+  if (!std::is_sorted(halo_columns.begin(), halo_columns.end()) ||
+      std::adjacent_find(halo_columns.begin(), halo_columns.end()) != halo_columns.end())
+    throw Error("halo_blocks: the halo columns are not sorted and distinct");
+  for (GlobalIndex c : halo_columns)
+    if (c >= p.begin(rank) && c < p.end(rank)) throw Error("halo_blocks: halo column " + std::to_string(c) + " is the rank's own");
+  RankBlocks rb;
+  rb.rank = rank, rb.row_begin = p.begin(rank), rb.row_end = p.end(rank);
+  rb.halo = std::move(halo);
+  rb.plan.halo_columns = std::move(halo_columns);
+  receives_by_owner(rb.plan, p);
+  sends_by_symmetry(rb, p);
+  return rb;
+}
 
 RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank) {
   check_partition(p, rows.global_cols, rank, "rank_blocks_from_rows");

@@ -242,6 +242,44 @@ TEST(RankRows, GeneratedShareWindowEqualsTheWideRows) {
 
 // The even partition of a system past 2^31 rows: exact boundaries (rows * r / ranks, worked out without overflow),
 // owners on both sides of 2^31, and a rank whose rows would pass int32 refused before anything is made.
+// halo_blocks (a rank's halo block and plan from its halo alone, AMG's coarse levels) gives what the whole rows'
+// split gives: the same halo block, halo columns, receives and sends, on 1, 2, 3 and 5 ranks; inconsistent input
+// is refused.
+TEST(RankRows, HaloBlocksAloneAreTheSplitsHaloAndPlan) {
+  for (const std::string spec : {"poisson2d:17", "jump3d:7", "poisson3d27:5"}) {
+    const CsrMatrix a = generate(spec);
+    for (const int size : {1, 2, 3, 5}) {
+      const RowPartition p = partition_by_work(a, size);
+      for (int r = 0; r < size; ++r) {
+        const std::string what = spec + " rank " + std::to_string(r) + " of " + std::to_string(size);
+        const RankBlocks whole = rank_blocks(a, p, r);
+        const RankBlocks alone = halo_blocks(whole.halo, whole.plan.halo_columns, p, r);
+        EXPECT_EQ(alone.row_begin, whole.row_begin) << what;
+        EXPECT_EQ(alone.row_end, whole.row_end) << what;
+        expect_same_csr(alone.halo, whole.halo, what);
+        EXPECT_EQ(alone.plan.halo_columns, whole.plan.halo_columns) << what;
+        ASSERT_EQ(alone.plan.receive.size(), whole.plan.receive.size()) << what;
+        for (size_t i = 0; i < whole.plan.receive.size(); ++i) {
+          EXPECT_EQ(alone.plan.receive[i].peer, whole.plan.receive[i].peer) << what;
+          EXPECT_EQ(alone.plan.receive[i].columns, whole.plan.receive[i].columns) << what;
+        }
+        ASSERT_EQ(alone.plan.send.size(), whole.plan.send.size()) << what;
+        for (size_t i = 0; i < whole.plan.send.size(); ++i) {
+          EXPECT_EQ(alone.plan.send[i].peer, whole.plan.send[i].peer) << what;
+          EXPECT_EQ(alone.plan.send[i].rows, whole.plan.send[i].rows) << what;
+        }
+        if (!whole.plan.halo_columns.empty()) {
+          std::vector<GlobalIndex> unsorted = whole.plan.halo_columns;
+          std::reverse(unsorted.begin(), unsorted.end());
+          if (unsorted.size() > 1) EXPECT_THROW(halo_blocks(whole.halo, unsorted, p, r), Error) << what;
+          std::vector<GlobalIndex> fewer(whole.plan.halo_columns.begin() + 1, whole.plan.halo_columns.end());
+          EXPECT_THROW(halo_blocks(whole.halo, fewer, p, r), Error) << what;
+        }
+      }
+    }
+  }
+}
+
 TEST(RankRows, EvenPartitionPast32Bits) {
   const GlobalIndex rows = GlobalIndex{1400} * 1400 * 1400;
   for (const int size : {3, 4, 7}) {

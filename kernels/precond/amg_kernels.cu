@@ -496,18 +496,26 @@ __global__ void scale_rows_kernel(int32_t n, const int32_t* __restrict__ rp, dou
   for (int32_t p = rp[i]; p < rp[i + 1]; ++p) v[p] *= scale;
 }
 
-// T(i, :) += E(i, :) where E's pattern is inside T's (both rows sorted): cuSPARSE's fallback for smoothing.
-__global__ void add_into_kernel(int32_t n, const int32_t* __restrict__ trp, const int32_t* __restrict__ tci,
-                                double* __restrict__ tv, const int32_t* __restrict__ erp, const int32_t* __restrict__ eci,
-                                const double* __restrict__ ev, int* missing) {
+// C(i, :) = T(i, :) + E(i, :), both rows sorted, merged (E's columns need not be T's): cuSPARSE's fallback with
+// an E term. kFill false: each row's count; true: the entries, sorted.
+template <bool kFill>
+__global__ void merge_add_kernel(int32_t n, const int32_t* __restrict__ trp, const int32_t* __restrict__ tci,
+                                 const double* __restrict__ tv, const int32_t* __restrict__ erp,
+                                 const int32_t* __restrict__ eci, const double* __restrict__ ev, int32_t* __restrict__ count,
+                                 const int32_t* __restrict__ crp, int32_t* __restrict__ cci, double* __restrict__ cv) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  int32_t p = trp[i];
-  for (int32_t q = erp[i]; q < erp[i + 1]; ++q) {
-    while (p < trp[i + 1] && tci[p] < eci[q]) ++p;
-    if (p < trp[i + 1] && tci[p] == eci[q]) tv[p] += ev[q];
-    else *missing = 1;
+  int32_t p = trp[i], q = erp[i], out = kFill ? crp[i] : 0;
+  while (p < trp[i + 1] || q < erp[i + 1]) {
+    const int32_t ct = p < trp[i + 1] ? tci[p] : INT32_MAX, ce = q < erp[i + 1] ? eci[q] : INT32_MAX;
+    const int32_t c = ct < ce ? ct : ce;
+    double v = 0;
+    if (ct == c) v += kFill ? tv[p] : 0.0, ++p;
+    if (ce == c) v += kFill ? ev[q] : 0.0, ++q;
+    if (kFill) cci[out] = c, cv[out] = v;
+    ++out;
   }
+  if (!kFill) count[i] = out;
 }
 
 DeviceCsr empty_csr(int32_t rows, int32_t cols, int64_t nnz, const char* what) {
@@ -718,10 +726,23 @@ DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e
       scale_rows_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.values.data(), dinv, s0);
       CHECK_LAUNCH("scale-rows");
     }
-    if (e && n > 0) {
-      add_into_kernel<<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.col_idx.data(), t.values.data(), erp,
-                                                         eci, ev, flag.data());
-      CHECK_LAUNCH("add-into");
+    if (e && n > 0) {  // T + E merged row by row
+      merge_add_kernel<false><<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.col_idx.data(), t.values.data(),
+                                                                 erp, eci, ev, count.data(), nullptr, nullptr, nullptr);
+      CHECK_LAUNCH("merge-add-count");
+      DeviceArray<int32_t> crp(static_cast<size_t>(n) + 1, "merged row pointers");
+      const int64_t merged = scan_counts(count.data(), n, crp.data(), s);
+      DeviceCsr c;
+      c.rows = n, c.cols = b.cols, c.nnz = merged;
+      c.row_ptr = std::move(crp);
+      c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(merged), "merged columns");
+      c.values = DeviceArray<double>(static_cast<size_t>(merged), "merged values");
+      merge_add_kernel<true><<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.col_idx.data(), t.values.data(),
+                                                                erp, eci, ev, nullptr, c.row_ptr.data(), c.col_idx.data(),
+                                                                c.values.data());
+      CHECK_LAUNCH("merge-add");
+      CHECK_CUDA(cudaStreamSynchronize(s));
+      return c;
     }
     CHECK_CUDA(cudaStreamSynchronize(s));
     return t;

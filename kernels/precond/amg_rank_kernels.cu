@@ -10,7 +10,9 @@
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/scan.h>
+#include <thrust/sort.h>
 #include <thrust/transform_reduce.h>
+#include <thrust/unique.h>
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/device_array.hpp"
@@ -152,6 +154,12 @@ __global__ void compressed_offsets_kernel(int32_t rows, const int32_t* __restric
   if (j == rows) out[j] = nnz;
 }
 
+__global__ void scatter_lengths_kernel(int32_t held, const int32_t* __restrict__ ids, const int32_t* __restrict__ rp,
+                                       int32_t* __restrict__ count) {
+  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (j < held) count[ids[j]] = rp[j + 1] - rp[j];
+}
+
 void copy_entries(const DeviceCsr& from, DeviceCsr& to, int64_t at, cudaStream_t s) {
   if (from.nnz == 0) return;
   CHECK_CUDA(cudaMemcpyAsync(to.col_idx.data() + at, from.col_idx.data(), sizeof(int32_t) * from.nnz, cudaMemcpyDeviceToDevice, s));
@@ -159,6 +167,29 @@ void copy_entries(const DeviceCsr& from, DeviceCsr& to, int64_t at, cudaStream_t
 }
 
 }  // namespace
+
+DeviceCsr expand_rows(int32_t rows, int32_t cols, int32_t held, const int32_t* ids, const int32_t* row_ptr,
+                      const int32_t* col_idx, const double* values, cudaStream_t s) {
+  DeviceArray<int32_t> count(static_cast<size_t>(rows), "expanded row lengths");
+  if (rows) CHECK_CUDA(cudaMemsetAsync(count.data(), 0, count.bytes(), s));
+  if (held > 0) {
+    scatter_lengths_kernel<<<blocks_for(held), kThreads, 0, s>>>(held, ids, row_ptr, count.data());
+    CHECK_LAUNCH("scatter-lengths");
+  }
+  DeviceArray<int32_t> rp(static_cast<size_t>(rows) + 1, "expanded rows");
+  const int64_t nnz = scan_into_offsets(count.data(), rows, rp.data(), "expand_rows", s);
+  DeviceCsr out;
+  out.rows = rows, out.cols = cols, out.nnz = nnz;
+  out.row_ptr = std::move(rp);
+  out.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "expanded rows");
+  out.values = DeviceArray<double>(static_cast<size_t>(nnz), "expanded rows");
+  if (nnz) {  // the held rows' entries in row order are the whole CSR's
+    CHECK_CUDA(cudaMemcpyAsync(out.col_idx.data(), col_idx, out.col_idx.bytes(), cudaMemcpyDeviceToDevice, s));
+    CHECK_CUDA(cudaMemcpyAsync(out.values.data(), values, out.values.bytes(), cudaMemcpyDeviceToDevice, s));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
 
 DeviceCsr join_columns(const DeviceCsr& local, const DeviceCsr& halo, cudaStream_t s) {
   local.require_narrow("join_columns"), halo.require_narrow("join_columns");
@@ -284,6 +315,23 @@ ColumnSplit split_columns(const DeviceCsr& m, int64_t own_begin, int32_t own_cou
   CHECK_CUDA(cudaMemcpyAsync(&missing, unmatched.data(), sizeof missing, cudaMemcpyDeviceToHost, s));
   CHECK_CUDA(cudaStreamSynchronize(s));
   out.unmatched = static_cast<int64_t>(missing);
+  return out;
+}
+
+DeviceArray<int64_t> columns_outside(const DeviceCsr& m, int64_t own_begin, int32_t own_count, cudaStream_t s) {
+  ThrustPoolAllocator scratch;
+  auto policy = thrust::cuda::par(scratch).on(s);
+  DeviceArray<int64_t> all(static_cast<size_t>(m.nnz), "columns outside");
+  const int64_t own_end = own_begin + own_count;
+  const auto first = thrust::device_pointer_cast(all.data());
+  const auto last = thrust::copy_if(
+      policy, thrust::device_pointer_cast(m.col_idx.data()), thrust::device_pointer_cast(m.col_idx.data()) + m.nnz, first,
+      [own_begin, own_end] __device__(int32_t c) -> bool { return c < own_begin || c >= own_end; });
+  thrust::sort(policy, first, last);
+  const int64_t count = thrust::unique(policy, first, last) - first;
+  DeviceArray<int64_t> out(static_cast<size_t>(count), "halo columns");
+  if (count) CHECK_CUDA(cudaMemcpyAsync(out.data(), all.data(), out.bytes(), cudaMemcpyDeviceToDevice, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
   return out;
 }
 

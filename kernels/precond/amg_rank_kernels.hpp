@@ -11,6 +11,10 @@
 
 namespace spcg {
 
+// A CSR of `rows` rows x `cols` columns from the rows that hold entries (ids increasing; their CSR over them):
+// the distributed operator's compressed halo block as a whole one.
+DeviceCsr expand_rows(int32_t rows, int32_t cols, int32_t held, const int32_t* ids, const int32_t* row_ptr,
+                      const int32_t* col_idx, const double* values, cudaStream_t s);
 // [local | halo]: a rank's rows with its halo block's columns (halo slots) after its own, n x (n + halo.cols).
 DeviceCsr join_columns(const DeviceCsr& local, const DeviceCsr& halo, cudaStream_t s);
 // top's rows, then bottom's (both of top.cols columns).
@@ -37,6 +41,9 @@ struct ColumnSplit {
 };
 ColumnSplit split_columns(const DeviceCsr& m, int64_t own_begin, int32_t own_count, const int64_t* halo_columns,
                           int32_t halo_count, bool keep_halo, cudaStream_t s);
+
+// The distinct columns of m outside [own_begin, own_begin + own_count), sorted: a level's halo columns.
+DeviceArray<int64_t> columns_outside(const DeviceCsr& m, int64_t own_begin, int32_t own_count, cudaStream_t s);
 
 // m's rows that hold entries, for kernels/halo_product.hpp's HaloRows: their indices and a CSR over them.
 struct CompressedRows {
