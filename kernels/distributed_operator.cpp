@@ -200,6 +200,12 @@ bool DistributedOperator::make_fp32_copy(const OperatorOptions& options, bool ex
   return true;
 }
 
+std::unique_ptr<LinearOperator> DistributedOperator::fp32_view(const OperatorOptions& options) const {
+  const KernelEntry* e = find_kernel(local_op_->chosen(options.expected_k));
+  if (!e || e->fp32_variant.empty()) return nullptr;
+  return std::make_unique<Fp32View>(*this, make_operator(e->fp32_variant, *local_setup_, options));
+}
+
 const LinearOperator& DistributedOperator::iteration_copy() const {
   if (fp32_) return *fp32_;
   return *this;

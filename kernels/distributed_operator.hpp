@@ -63,6 +63,10 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // kernel has none. Before the setup lets the local CSR go.
   bool make_fp32_copy(const OperatorOptions& options, bool exact);
   const LinearOperator& iteration_copy() const override;  // that copy, or this operator
+  // A product of its own with the local block's FP32-values kernel (AMG's finest level on ranks: its smoothing),
+  // the exchange and the halo product this operator's; null where the local kernel has no variant. Needs the local
+  // block's device CSR (before the setup lets it go).
+  std::unique_ptr<LinearOperator> fp32_view(const OperatorOptions& options) const;
   bool copy_is_exact() const override { return fp32_exact_; }  // exact: every value (on every rank) an FP32 number
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
   const RankBlocks& blocks() const { return blocks_; }  // (local empty when made from a device block)

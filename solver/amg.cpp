@@ -161,8 +161,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     return was ? remake_operator(*was, m, level_options) : make_operator("auto", m, level_options);
   };
   // A level's A_l in its kernel's FP32-values variant where it has one, unless --precision double (solve_types.hpp).
-  // On ranks every level stays FP64: level 0 is the distributed product, and FP32 on some ranks' coarser levels
-  // only would make the ranks' hierarchies differ in kind for little (their bytes are a few % of a cycle's).
+  // On ranks only level 0 takes it (its local block's kernel's, the exchange and halo product FP64: fp32_view):
+  // the coarser levels' kernels have none (csr-vector), and a level held whole is a few % of a cycle's bytes.
   const int k_expected = level_options.expected_k;
   auto fp32_variant = [&](const LinearOperator& op) -> std::string {
     const bool fp64 = in.precision == Precision::double_precision || ranks;
@@ -182,6 +182,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     if (level_options.columnwise && level_options.expected_k > 1) levels_[0].owned = level_operator(nullptr, in.matrix);
     const std::string f32 = fp32_variant(levels_[0].owned ? *levels_[0].owned : in.product);
     if (!f32.empty()) levels_[0].owned = make_operator(f32, in.matrix, level_options);
+  } else if (ranks && in.precision != Precision::double_precision) {
+    levels_[0].owned = levels_[0].dist->fp32_view(level_options);  // (null: the local kernel has no variant)
   }
   if (levels_[0].owned) levels_[0].op = levels_[0].owned.get();
   try {
@@ -351,7 +353,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     }
     timed("coarse factorisation", [&] { factor_coarsest(*levels_.back().a, in.matrix_name); });
   } catch (const DeviceMemoryError& e) {
-    throw DeviceMemoryError("amg setup (level " + std::to_string(levels_.size() - 1) + " of the hierarchy): " + e.what() +
+    const std::string on_rank = ranks ? ", rank " + std::to_string(ranks->rank()) + " of " + std::to_string(ranks->size()) : "";
+    throw DeviceMemoryError("amg setup (level " + std::to_string(levels_.size() - 1) + " of the hierarchy" + on_rank + "): " + e.what() +
                             "; try --precond chebyshev or jacobi, or a larger --amg-theta");
   }
 
@@ -378,7 +381,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       lr.halo = L.dist ? L.dist->halo_slots() : 0;
       lr.held_whole = !L.dist;
     }
-    if (const KernelEntry* e = find_kernel(lr.kernel); e && e->fp32_values)
+    // (over ranks: the local block's kernel, before " + halo csr-vector")
+    if (const KernelEntry* e = find_kernel(lr.kernel.substr(0, lr.kernel.find(" + "))); e && e->fp32_values)
       fp32_levels += (fp32_levels.empty() ? "" : ", ") + std::to_string(l) + " (" + lr.kernel + ")";
     report_.levels.push_back(lr);
     rows_sum += ranks ? double(lr.global_rows) : lr.rows;
@@ -388,17 +392,14 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     report_.precision = Precision::mixed;
     report_.precision_reason = "whose level operators read FP32 values on level(s) " + fp32_levels;
   } else if (in.precision == Precision::mixed) {
-    throw UsageError(ranks ? "--precision mixed: on several GPUs AMG's hierarchy stays FP64 (its finest level is the "
-                             "distributed product); use --precision double or auto"
-                           : "--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
-                             "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " +
-                                 report_.levels[0].kernel + ")");
+    throw UsageError("--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
+                     "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " + report_.levels[0].kernel +
+                     (ranks ? " on rank " + std::to_string(ranks->rank()) + "; over ranks only level 0 takes one" : "") + ")");
   } else {
-    report_.precision_reason = in.precision == Precision::double_precision ? "in FP64 (asked)"
-                               : ranks ? "in FP64: on several GPUs the hierarchy stays FP64 (its finest level is the "
-                                         "distributed product)"
-                                       : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
-                                             kernels_with_fp32_variant() + ")";
+    report_.precision_reason = in.precision == Precision::double_precision
+                                   ? "in FP64 (asked)"
+                                   : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
+                                         kernels_with_fp32_variant() + (ranks ? "; over ranks only level 0 takes one" : "") + ")";
   }
   const double fine_rows = ranks ? double(report_.levels[0].global_rows) : levels_[0].a->rows;
   const double fine_nnz = levels_[0].dist ? split_nnz[0] : static_cast<double>(levels_[0].a->nnz);

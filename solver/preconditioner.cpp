@@ -338,14 +338,10 @@ PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in) {
     }
     return c;
   };
-  // where Jacobi-CG would take long: AMG, or on several GPUs Chebyshev, the distributed preconditioner that cuts
-  // Jacobi-CG's iterations (AutoPreconditionerRule's comment says why)
-  const bool amg_runs = !ranks_of(in.product) || Rule::amg_on_several_gpus;
-  auto amg_or_chebyshev = [&](const std::string& why) {
-    c.kind = amg_runs ? Preconditioner::amg : Preconditioner::chebyshev;
-    c.reason = amg_runs ? why : why + "; on several GPUs AMG couples the ranks on its finest level only (its coarser "
-                                      "levels are rank-local; --precond amg takes it), and Chebyshev's polynomial in "
-                                      "D^-1 A cuts the iterations, and with them the sums over the ranks";
+  // where Jacobi-CG would take long: AMG (on one GPU or several: AutoPreconditionerRule's comment)
+  auto amg_because = [&](const std::string& why) {
+    c.kind = Preconditioner::amg;
+    c.reason = why;
     return c;
   };
   if (n < Rule::min_rows_for_amg || !positive)
@@ -354,7 +350,7 @@ PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in) {
   // A diagonal spanning decades: coefficient jumps, whose few small eigenvalues (one per low-coefficient region)
   // Jacobi-CG meets only late: on jump3d:128 the trial below predicted 332 iterations, it took 1206
   if (hi / lo >= Rule::coefficient_contrast)
-    return amg_or_chebyshev(format("the diagonal spans %.2g (%.3g", hi / lo, lo) +
+    return amg_because(format("the diagonal spans %.2g (%.3g", hi / lo, lo) +
                             format(" .. %.3g): coefficient jumps, where Jacobi-CG stalls on the low-coefficient regions", hi));
   // The short trial: Jacobi-CG's iterations to rtol, from the rate of the trial's second half (past CG's first
   // transient) on a random right-hand side (all modes excited: no easier than a user's). A Lanczos estimate of
@@ -375,7 +371,7 @@ PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in) {
   const std::string measured = format("Jacobi-CG trial (%.0f iterations", double(Rule::trial_iterations)) +
                                format(", %.1f ms): ~%.0f iterations to rtol", trial_ms, predicted);
   if (predicted >= Rule::amg_min_jacobi_iterations)
-    return amg_or_chebyshev(measured + format(" >= %.0f, where AMG's setup pays back", Rule::amg_min_jacobi_iterations));
+    return amg_because(measured + format(" >= %.0f, where AMG's setup pays back", Rule::amg_min_jacobi_iterations));
   return none_or_jacobi(measured + format(" < %.0f, too few for AMG's setup to pay back", Rule::amg_min_jacobi_iterations));
 }
 

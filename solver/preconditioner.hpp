@@ -105,10 +105,8 @@ struct AutoPreconditionerRule {
   static constexpr uint64_t trial_seed = 7;
   static constexpr double coefficient_contrast = 1e3;  // max / min of the diagonal from which AMG is taken outright
   static constexpr double constant_diagonal = 1e-12;  // max / min - 1 below this: constant
-  // On several GPUs auto takes Chebyshev where one GPU takes AMG: a rank's AMG couples the ranks on level 0 only
-  // (its coarser levels are rank-local, solver/amg.cpp), and whether that still beats Chebyshev as the ranks
-  // grow is not measured yet (--precond amg takes it)
-  static constexpr bool amg_on_several_gpus = false;
+  // On several GPUs auto takes AMG where one GPU does: its levels over the ranks take one GPU's iterations (27
+  // against 26 on poisson3d:600 over 4 H100s) and its setup + solve 0.53x Jacobi-CG's there (docs/perf-notes.md)
 };
 struct PreconditionerChoice {
   Preconditioner kind = Preconditioner::jacobi;
