@@ -123,32 +123,46 @@ RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& loc
   g.coarse_rows = static_cast<int32_t>(g.coarse_first_row.back());
   const int32_t n = local_a.rows, first = static_cast<int32_t>(g.first_coarse);
 
-  DeviceCsr a_ext, p_halo, ap;  // ap: the rank's rows of A P (the largest piece: never copied)
-  timed("galerkin over ranks: P", [&] {
-    // [A_local | A_halo]: the rank's rows over its own columns and then its halo slots
+  // each step timed under its kind (the setup's phases add up the steps of a name): the products, the transpose,
+  // the exchanges of rows and the reshaping (joins, stacks, splits) that the one-GPU setup does not have
+  auto step = [&](const char* phase, auto&& work) {
+    DeviceCsr out;
+    timed(phase, [&] { out = work(); });
+    return out;
+  };
+  constexpr const char* kExchange = "galerkin over ranks: exchanges";
+  constexpr const char* kReshape = "galerkin over ranks: reshaping";
+  // [A_local | A_halo]: the rank's rows over its own columns and then its halo slots
+  DeviceCsr a_ext = step(kReshape, [&] {
     const HaloRows h = fine.halo_rows();
-    a_ext = join_columns(local_a, expand_rows(n, fine.halo_slots(), h.rows, h.row_ids, h.row_ptr, h.cols, h.values, s), s);
-    // P0 with global coarse columns, the rank's rows; P = P0 - omega D^-1 [A_local | A_halo] [P0; P0_halo]
-    DeviceCsr p = shift_columns(tentative_prolongator(agg, n, s), first, g.coarse_rows, s);
-    if (smoothings > 0) p = product(a_ext, with_halo_rows(fine, p, s), &p, dinv, -omega, "P", g, s);
-    p_halo = halo_rows_of(fine, p, s);
-    g.p = std::move(p);
+    return join_columns(local_a, expand_rows(n, fine.halo_slots(), h.rows, h.row_ids, h.row_ptr, h.cols, h.values, s), s);
   });
-  timed("galerkin over ranks: A P", [&] {
-    ap = product(a_ext, stack_rows(g.p, p_halo, s), nullptr, nullptr, 1.0, "A P", g, s);
-    a_ext = DeviceCsr();
+  // P0 with global coarse columns, the rank's rows; P = P0 - omega D^-1 [A_local | A_halo] [P0; P0_halo]
+  DeviceCsr p = step("galerkin over ranks: P", [&] { return shift_columns(tentative_prolongator(agg, n, s), first, g.coarse_rows, s); });
+  if (smoothings > 0) {
+    const DeviceCsr p0_halo = step(kExchange, [&] { return halo_rows_of(fine, p, s); });
+    const DeviceCsr p0_ext = step(kReshape, [&] { return stack_rows(p, p0_halo, s); });
+    p = step("galerkin over ranks: P", [&] { return product(a_ext, p0_ext, &p, dinv, -omega, "P", g, s); });
+  }
+  const DeviceCsr p_halo = step(kExchange, [&] { return halo_rows_of(fine, p, s); });
+  // A P: the rank's rows (the largest piece: never copied)
+  DeviceCsr ap = step("galerkin over ranks: A P", [&] {
+    DeviceCsr p_ext = stack_rows(p, p_halo, s);
+    return product(a_ext, p_ext, nullptr, nullptr, 1.0, "A P", g, s);
   });
-  timed("galerkin over ranks: R (A P)", [&] {
-    // R = P' on the rank's coarse rows, over its own fine rows and over its halo rows; its rows of P' A P =
-    // R_own (A P) + R_halo (A P)_halo
-    const DeviceCsr ap_halo = halo_rows_of(fine, ap, s);
-    DeviceCsr r_own = transpose(split_columns(g.p, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local, s);
-    g.r_halo = transpose(split_columns(p_halo, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local, s);
-    const DeviceCsr own_part = product(r_own, ap, nullptr, nullptr, 1.0, "R (A P)", g, s);
-    g.r_own = std::move(r_own);
-    ap = DeviceCsr();
-    g.coarse = product(g.r_halo, ap_halo, &own_part, nullptr, 1.0, "R (A P) halo", g, s);
-  });
+  a_ext = DeviceCsr();
+  const DeviceCsr ap_halo = step(kExchange, [&] { return halo_rows_of(fine, ap, s); });
+  // R = P' on the rank's coarse rows, over its own fine rows and over its halo rows; its rows of P' A P =
+  // R_own (A P) + R_halo (A P)_halo
+  DeviceCsr p_own = step(kReshape, [&] { return split_columns(p, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local; });
+  DeviceCsr p_halo_own = step(kReshape, [&] { return split_columns(p_halo, g.first_coarse, g.own_coarse, nullptr, 0, false, s).local; });
+  g.r_own = step("galerkin over ranks: R = P'", [&] { return transpose(p_own, s); });
+  g.r_halo = step("galerkin over ranks: R = P'", [&] { return transpose(p_halo_own, s); });
+  p_own = DeviceCsr(), p_halo_own = DeviceCsr();
+  g.p = std::move(p);
+  const DeviceCsr own_part = step("galerkin over ranks: R (A P)", [&] { return product(g.r_own, ap, nullptr, nullptr, 1.0, "R (A P)", g, s); });
+  ap = DeviceCsr();
+  g.coarse = step("galerkin over ranks: R (A P)", [&] { return product(g.r_halo, ap_halo, &own_part, nullptr, 1.0, "R (A P) halo", g, s); });
   return g;
 }
 
