@@ -48,7 +48,11 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-class AutoOperator final : public LinearOperator, public FusedDotProduct, public PersistentCgLayout, public KeptChoice {
+class AutoOperator final : public LinearOperator,
+                           public FusedDotProduct,
+                           public FusedSmoothing,
+                           public PersistentCgLayout,
+                           public KeptChoice {
  public:
   // New values on kept's pattern (remake_operator): kept's kernels remade from `a`, its persistent-CG layout
   // when it had one; no short list, no trial, the same reason.
@@ -147,6 +151,11 @@ class AutoOperator final : public LinearOperator, public FusedDotProduct, public
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     return ::spcg::apply_with_dot(*spmv_, x, y, sink, s);
   }
+  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
+                      double c2, cudaStream_t s) const override {
+    return ::spcg::smoothing_step(*spmv_, d_in, d_out, res, x, scale, c1, c2, s);
+  }
+  bool offers_smoothing_step() const override { return ::spcg::offers_smoothing_step(*spmv_); }
 
  protected:
   void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {

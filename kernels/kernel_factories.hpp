@@ -9,6 +9,7 @@ namespace spcg {
 #define SPCG_FACTORY(fn) std::unique_ptr<LinearOperator> fn(const MatrixSetup& m, const OperatorOptions& o)
 SPCG_FACTORY(make_csr_scalar);
 SPCG_FACTORY(make_csr_vector);
+SPCG_FACTORY(make_csr_vector_f32);
 SPCG_FACTORY(make_csr_adaptive);
 SPCG_FACTORY(make_csr_merge);
 SPCG_FACTORY(make_ell);

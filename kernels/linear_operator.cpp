@@ -35,6 +35,17 @@ bool apply_with_dot(const LinearOperator& A, const double* x, double* y, const D
   return false;
 }
 
+bool offers_smoothing_step(const LinearOperator& A) {
+  const auto* f = dynamic_cast<const FusedSmoothing*>(&A);
+  return f && A.rows() > 0 && A.rows() == A.cols() && A.nnz() > 0 && f->offers_smoothing_step();
+}
+
+bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, double* x,
+                    const double* scale, double c1, double c2, cudaStream_t s) {
+  return offers_smoothing_step(A) &&
+         dynamic_cast<const FusedSmoothing&>(A).smoothing_step(d_in, d_out, res, x, scale, c1, c2, s);
+}
+
 const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A) {
   const auto* p = dynamic_cast<const PersistentCgLayout*>(&A);
   return p ? p->persistent_cg_matrix() : nullptr;

@@ -10,7 +10,10 @@ const std::vector<KernelEntry>& kernel_registry() {
   // rows at small k and loses on short regular ones: auto times it up to k = 16 only.
   static const std::vector<KernelEntry> entries = {
       {"csr-scalar", F::spmv, "CSR, one thread per row (Bell & Garland 2009)", make_csr_scalar, LayoutBuilt::on_device},
-      {"csr-vector", F::spmv, "CSR, adaptive sub-warp per row with shuffle reduction", make_csr_vector, LayoutBuilt::on_device},
+      {"csr-vector", F::spmv, "CSR, adaptive sub-warp per row with shuffle reduction", make_csr_vector, LayoutBuilt::on_device,
+       0, "csr-vector-f32"},
+      {"csr-vector-f32", F::spmv, "csr-vector with FP32 values, FP64 vectors and sums (AMG's coarse levels, mixed precision)",
+       make_csr_vector_f32, LayoutBuilt::on_device, 0, "", true},
       {"csr-adaptive", F::spmv, "CSR row blocks: stream / warp / block per row (Greathouse & Daga 2014)", make_csr_adaptive},
       {"csr-merge", F::spmv, "CSR merge-path, equal work per thread (Merrill & Garland 2016)", make_csr_merge},
       {"ell", F::spmv, "column-major padded ELLPACK", make_ell},

@@ -95,12 +95,16 @@ class AmgPreconditioner final : public PreconditionerOp {
     int64_t global_rows = 0;  // the level's rows over all ranks (a level held whole: its rows)
     bool next_held_whole = false;
     mutable DeviceArray<double> b, x, res, d;  // n_l x k
+    mutable DeviceArray<double> d_next;        // n_l: the smoother's second d, where its steps are fused (k = 1)
     std::string nvtx_name;                     // the cycle's range on this level: amg-level-<l>
   };
   void cycle(size_t l, const double* b, double* x, int k, cudaStream_t s) const;
   void factor_coarsest(const DeviceCsr& a, const std::string& matrix_name);
 
+  // whether level l's smoothing steps run fused into its product (PreconditionerOptions::fuse_smoothing)
+  bool fused(const Level& L) const { return fuse_smoothing_ && offers_smoothing_step(*L.op); }
   std::vector<Level> levels_;
+  bool fuse_smoothing_ = true;
   DeviceArray<double> coarse_inverse_;
   int32_t coarse_rows_ = 0;
   mutable int reserved_k_ = 0;
@@ -119,6 +123,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   if (!(o.prolongator_omega > 0 && o.prolongator_omega < 2))
     throw UsageError("amg: the prolongator's omega x lambda_max must be in (0, 2) (damped Jacobi diverges past 2)");
   const auto t_total = std::chrono::steady_clock::now();
+  fuse_smoothing_ = o.fuse_smoothing;
   const cudaStream_t s = 0;
   std::map<std::string, double> phase_ms;
   std::vector<std::string> phase_order;
@@ -161,11 +166,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     return was ? remake_operator(*was, m, level_options) : make_operator("auto", m, level_options);
   };
   // A level's A_l in its kernel's FP32-values variant where it has one, unless --precision double (solve_types.hpp).
-  // On ranks only level 0 takes it (its local block's kernel's, the exchange and halo product FP64: fp32_view):
-  // the coarser levels' kernels have none (csr-vector), and a level held whole is a few % of a cycle's bytes.
+  // A level split over ranks takes its local block's kernel's (the exchange and the halo product stay FP64:
+  // DistributedOperator::fp32_view).
   const int k_expected = level_options.expected_k;
   auto fp32_variant = [&](const LinearOperator& op) -> std::string {
-    const bool fp64 = in.precision == Precision::double_precision || ranks;
+    const bool fp64 = in.precision == Precision::double_precision;
     const KernelEntry* e = fp64 ? nullptr : find_kernel(op.chosen(k_expected));
     return e ? e->fp32_variant : std::string();
   };
@@ -271,7 +276,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
             const CsrMatrix whole = gather_coarse_level(*L.op, g, s);
             next.a = upload_csr_shared(whole);
             next.setup = std::make_unique<MatrixSetup>(next.a);
-            next.owned = level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
+            next.owned = level_matrix_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
             next.op = next.owned.get();
             L.r_setup = std::make_unique<MatrixSetup>(shared_csr(transpose(g.p, s)));
             L.r = make_summed_transfer(level_operator(nullptr, *L.r_setup), *ranks);
@@ -289,7 +294,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
             next.dist_owned = std::make_unique<DistributedOperator>(shared_csr(std::move(cs.local)), std::move(blocks),
                                                                     *ranks, level_options);
             next.dist = next.dist_owned.get();
-            next.op = next.dist;
+            if (in.precision != Precision::double_precision) next.owned = next.dist->fp32_view(level_options);
+            next.op = next.owned ? next.owned.get() : next.dist;
             next.a = next.dist->local_setup().device_csr();
             next.first_row = g.first_coarse;
             // P: the rank's own coarse columns, then the others as the coarse level's halo slots (every one is: A_c
@@ -394,12 +400,12 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   } else if (in.precision == Precision::mixed) {
     throw UsageError("--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
                      "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " + report_.levels[0].kernel +
-                     (ranks ? " on rank " + std::to_string(ranks->rank()) + "; over ranks only level 0 takes one" : "") + ")");
+                     (ranks ? " on rank " + std::to_string(ranks->rank()) : "") + ")");
   } else {
     report_.precision_reason = in.precision == Precision::double_precision
                                    ? "in FP64 (asked)"
                                    : "in FP64: no level's kernel has an FP32-values variant (those with one: " +
-                                         kernels_with_fp32_variant() + (ranks ? "; over ranks only level 0 takes one" : "") + ")";
+                                         kernels_with_fp32_variant() + ")";
   }
   const double fine_rows = ranks ? double(report_.levels[0].global_rows) : levels_[0].a->rows;
   const double fine_nnz = levels_[0].dist ? split_nnz[0] : static_cast<double>(levels_[0].a->nnz);
@@ -410,6 +416,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                 levels_.size(), name_of(o.prolongator), o.strength_theta, name_of(o.smoother),
                 o.smoother == AmgSmoother::chebyshev ? "of degree" : "sweeps:", o.smoother_degree);
   report_.detail = detail;
+  std::string fused_levels;
+  for (size_t l = 0; l + 1 < levels_.size(); ++l)
+    if (fused(levels_[l])) fused_levels += (fused_levels.empty() ? "" : ", ") + std::to_string(l);
+  if (!fused_levels.empty()) report_.detail += "; the steps after the first fused into the product on level(s) " + fused_levels;
   if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept";
   if (ranks) {
     size_t split = 0;
@@ -459,6 +469,8 @@ void AmgPreconditioner::reserve(int k) const {
     const size_t size = static_cast<size_t>(L.a->rows) * k;
     if (l > 0) L.b = DeviceArray<double>(size, "amg level rhs"), L.x = DeviceArray<double>(size, "amg level solution");
     if (l + 1 < levels_.size()) L.res = DeviceArray<double>(size, "amg level residual"), L.d = DeviceArray<double>(size, "amg smoother step");
+    if (l + 1 < levels_.size() && fused(L) && L.d_next.size() == 0)
+      L.d_next = DeviceArray<double>(static_cast<size_t>(L.a->rows), "amg smoother step (fused)");
   }
   reserved_k_ = k;
 }
@@ -472,13 +484,14 @@ void AmgPreconditioner::cycle(size_t l, const double* b, double* x, int k, cudaS
   }
   const Level& next = levels_[l + 1];
   const int64_t n = L.a->rows;
-  apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, true, L.res.data(), L.d.data(), k, s);  // pre-smooth from 0
+  double* const d_next = L.d_next.size() ? L.d_next.data() : nullptr;  // (fused steps: d alternates with it)
+  apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, true, L.res.data(), L.d.data(), k, s, d_next);  // pre-smooth from 0
   CHECK_CUDA(cudaMemcpyAsync(L.res.data(), b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
   L.op->apply(-1.0, x, 1.0, L.res.data(), k, s);             // res = b - A x
   L.r->apply(1.0, L.res.data(), 0.0, next.b.data(), k, s);   // b_c = R res
   cycle(l + 1, next.b.data(), next.x.data(), k, s);          // x_c = V-cycle(b_c)
   L.p->apply(1.0, next.x.data(), 1.0, x, k, s);              // x += P x_c
-  apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, false, L.res.data(), L.d.data(), k, s);  // post-smooth
+  apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, false, L.res.data(), L.d.data(), k, s, d_next);  // post-smooth
 }
 
 double AmgPreconditioner::bytes_per_apply(int k) const {
@@ -487,9 +500,10 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
     const Level& L = levels_[l];
     const double a_bytes = L.op->bytes_per_apply(k), n = L.a->rows;
     // two smoothings (one SpMV per step after the first, plus the residual of the post-smoothing), the
-    // residual, R and P
-    bytes += (2.0 * L.smoother.size() + 1) * a_bytes + 2 * L.smoother.size() * 48.0 * n * k + L.r->bytes_per_apply(k) +
-             L.p->bytes_per_apply(k);
+    // residual, R and P; a fused step (k = 1) reads res and d once less (16 B a row)
+    const double fused_steps = k == 1 && fused(L) ? 2.0 * (L.smoother.size() - 1) : 0.0;
+    bytes += (2.0 * L.smoother.size() + 1) * a_bytes + 2 * L.smoother.size() * 48.0 * n * k - fused_steps * 16.0 * n +
+             L.r->bytes_per_apply(k) + L.p->bytes_per_apply(k);
   }
   bytes += 8.0 * coarse_rows_ * coarse_rows_ + 16.0 * coarse_rows_ * k;
   return bytes;

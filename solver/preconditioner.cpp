@@ -3,6 +3,7 @@
 #include "solver/preconditioner.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -88,6 +89,7 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
     lambda_max_ = o.lambda_max_safety * est.lambda_max;
     lambda_min_ = lambda_max_ / o.chebyshev_ratio;
     steps_ = PolynomialSteps::chebyshev(lambda_min_, lambda_max_, o.chebyshev_degree);
+    fuse_ = o.fuse_smoothing && offers_smoothing_step(*a_);
     report_.kind = Preconditioner::chebyshev;
     report_.lambda_min = lambda_min_, report_.lambda_max = lambda_max_;
     report_.detail = "degree " + std::to_string(o.chebyshev_degree) + format(" on [%.4g, %.4g] of D^-1 A", lambda_min_, lambda_max_) +
@@ -96,15 +98,18 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
     report_.setup_ms = ms_since(t0);
   }
   void reserve(int k) const override {
+    if (fuse_ && d_next_.size() == 0 && rows_ > 0) d_next_ = DeviceArray<double>(rows_, "chebyshev step (fused)");
     if (static_cast<int64_t>(res_.size()) >= rows_ * k) return;
     res_ = DeviceArray<double>(rows_ * k, "chebyshev residual");
     d_ = DeviceArray<double>(rows_ * k, "chebyshev step");
   }
   void apply(const double* R, double* Z, int k, cudaStream_t s) const override {
-    apply_polynomial(*a_, dinv_.data(), steps_, R, Z, true, res_.data(), d_.data(), k, s);
+    apply_polynomial(*a_, dinv_.data(), steps_, R, Z, true, res_.data(), d_.data(), k, s,
+                     d_next_.size() ? d_next_.data() : nullptr);
   }
-  double bytes_per_apply(int k) const override {
-    return (steps_.size() - 1) * a_->bytes_per_apply(k) + steps_.size() * 48.0 * rows_ * k;
+  double bytes_per_apply(int k) const override {  // a fused step (k = 1) reads res and d once less
+    const double fused_steps = k == 1 && fuse_ ? steps_.size() - 1.0 : 0.0;
+    return (steps_.size() - 1) * a_->bytes_per_apply(k) + steps_.size() * 48.0 * rows_ * k - fused_steps * 16.0 * rows_;
   }
   double lambda_max() const { return lambda_max_; }
 
@@ -114,7 +119,8 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
   DeviceArray<double> dinv_;                 // this GPU's rows of D^-1
   double lambda_min_ = 0, lambda_max_ = 0;
   PolynomialSteps steps_;
-  mutable DeviceArray<double> res_, d_;
+  bool fuse_ = false;  // the steps fused into a_'s product (PreconditionerOptions::fuse_smoothing, a kernel that can)
+  mutable DeviceArray<double> res_, d_, d_next_;
 };
 
 // b x b diagonal blocks, inverted at setup by a Cholesky per block (one thread each), applied by one kernel. The
@@ -240,16 +246,21 @@ PolynomialSteps PolynomialSteps::jacobi_sweeps(int sweeps) {
 }
 
 void apply_polynomial(const LinearOperator& A, const double* scale, const PolynomialSteps& steps, const double* b,
-                      double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s) {
+                      double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s, double* d_next) {
   const int64_t n = A.rows();
   if (k == 0) return;  // (a rank without rows goes on: A's applies are collective)
   // res = b - A x
   if (n) CHECK_CUDA(cudaMemcpyAsync(res, b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
   if (!x_is_zero) A.apply(-1.0, x, 1.0, res, k, s);
+  double* d_now = d;  // d_{i-1}
   for (int i = 0; i < steps.size(); ++i) {
-    if (i > 0) A.apply(-1.0, d, 1.0, res, k, s);  // res -= A d_{i-1}
-    // d_i = c1 d_{i-1} + c2 S res;  x += d_i
-    launch_chebyshev_step(n, k, scale, res, d, x, steps.c1[i], steps.c2[i], i == 0, x_is_zero && i == 0, s);
+    // res -= A d_{i-1};  d_i = c1 d_{i-1} + c2 S res;  x += d_i  (one launch where A fuses the step)
+    if (i > 0 && k == 1 && d_next && smoothing_step(A, d_now, d_next, res, x, scale, steps.c1[i], steps.c2[i], s)) {
+      std::swap(d_now, d_next);
+      continue;
+    }
+    if (i > 0) A.apply(-1.0, d_now, 1.0, res, k, s);
+    launch_chebyshev_step(n, k, scale, res, d_now, x, steps.c1[i], steps.c2[i], i == 0, x_is_zero && i == 0, s);
   }
 }
 

@@ -129,9 +129,10 @@ struct PolynomialSteps {
   static PolynomialSteps jacobi_sweeps(int sweeps);
   int size() const { return static_cast<int>(c1.size()); }
 };
-// x = q(S A) S b (x_is_zero: x is written, not read) or x += q(S A) S (b - A x). res, d: n x k workspaces.
-// Enqueues only (capturable).
+// x = q(S A) S b (x_is_zero: x is written, not read) or x += q(S A) S (b - A x). res, d: n x k workspaces;
+// d_next (n, or null): a second d, where A fuses a step into its product (FusedSmoothing, k = 1) the steps after
+// the first run so, alternating d and d_next, with the same bits as apart. Enqueues only (capturable).
 void apply_polynomial(const LinearOperator& A, const double* scale, const PolynomialSteps& steps, const double* b,
-                      double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s);
+                      double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s, double* d_next = nullptr);
 
 }  // namespace spcg

@@ -1071,6 +1071,8 @@ TEST(Cli, GpuBenchmarksRunEveryHarness) {
     const std::string j = read_text(json);
     EXPECT_NE(j.find("\"values\":\"fp64\""), std::string::npos) << j.substr(0, 600);
     EXPECT_NE(j.find("dia-f32"), std::string::npos) << j.substr(0, 600);
+    EXPECT_NE(j.find("\"smoothing_steps\":\"fused\""), std::string::npos) << j.substr(0, 600);
+    EXPECT_NE(j.find("\"smoothing_steps\":\"apart\""), std::string::npos) << j.substr(0, 600);
     EXPECT_GT(json_number(j, "model_bytes", 0), 0.0) << j.substr(0, 600);
     EXPECT_GT(json_number(j, "us_per_cycle", 0), 0.0) << j.substr(0, 600);
   }

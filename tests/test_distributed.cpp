@@ -1618,8 +1618,8 @@ TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
   const RanksOutcome first = solve_on_ranks(a, 3, o, 2, 5), again = solve_on_ranks(a, 3, o, 2, 5);
   ASSERT_TRUE(first.rank0.all_converged());
   EXPECT_EQ(std::memcmp(first.x.data.data(), again.x.data.data(), first.x.data.size() * sizeof(double)), 0);
-  // auto's precision (the default) on ranks: the iteration in FP64; each rank's level 0 smooths with its local
-  // kernel's FP32-values variant where it has one (the hierarchy's precision says so), the coarser levels FP64
+  // auto's precision (the default) on ranks: the iteration in FP64; each rank's levels run their kernels'
+  // FP32-values variants where they have one (the hierarchy's precision says so)
   SolverOptions by_default = options_for(SolverKind::cg, Preconditioner::amg, 1);
   by_default.precision = Precision::automatic;
   by_default.precond_options.coarse_rows = 40;
@@ -1630,10 +1630,7 @@ TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
     ASSERT_GE(mine.levels.size(), 2u);
     const bool fp32 = mine.levels[0].kernel.find("-f32") != std::string::npos;
     EXPECT_EQ(mine.precision, fp32 ? Precision::mixed : Precision::double_precision) << mine.precision_reason;
-    EXPECT_NE(mine.precision_reason.find(fp32 ? "level(s) 0 (" : "over ranks only level 0 takes one"), std::string::npos)
-        << mine.precision_reason;
-    for (size_t l = 1; l < mine.levels.size(); ++l)
-      EXPECT_EQ(mine.levels[l].kernel.find("-f32"), std::string::npos) << "level " << l << ": " << mine.levels[l].kernel;
+    if (fp32) EXPECT_NE(mine.precision_reason.find("level(s) 0 ("), std::string::npos) << mine.precision_reason;
   }
   CsrMatrix bad = generate("poisson2d:12");
   const RowPartition p = partition_evenly(bad.rows, 3);

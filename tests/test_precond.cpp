@@ -567,6 +567,46 @@ TEST_F(GpuPrecond, AutoTakesAmgWhereTheTrialPredictsManyIterations) {
   EXPECT_NE(small.m->report().reason.find("constant diagonal"), std::string::npos) << small.m->report().reason;
 }
 
+// The smoother's steps fused into the DIA product's epilogue (FusedSmoothing) give the bits of the product and the
+// step run apart: AMG (level 0 DIA, FP64 and its FP32 hierarchy) and Chebyshev, on 7- and 27-point stencils and
+// coefficient jumps; the fused run is the one the bytes model counts 16 B a row less a step for.
+TEST_F(GpuPrecond, FusedSmoothingIsTheUnfusedBitForBit) {
+  for (const std::string spec : {"poisson3d:96", "poisson3d27:64", "jump3d:96"}) {
+    const CsrMatrix a = generate(spec);
+    const DenseBlock r = random_block(a.rows, 1, 3);
+    for (const Preconditioner kind : {Preconditioner::amg, Preconditioner::chebyshev})
+      for (const Precision precision : {Precision::double_precision, Precision::mixed}) {
+        if (kind == Preconditioner::chebyshev && precision == Precision::mixed) continue;  // (AMG's levels only)
+        const std::string what = spec + " " + name_of(kind) + " " + name_of(precision);
+        DenseBlock z[2];
+        double bytes[2];
+        for (const bool fuse : {true, false}) {
+          PreconditionerOptions o;
+          o.fuse_smoothing = fuse;
+          Built b;
+          b.a = std::make_unique<CsrMatrix>(a);
+          b.setup = std::make_unique<MatrixSetup>(*b.a);
+          OperatorOptions oo;
+          oo.deterministic = true;
+          b.op = make_operator("auto", *b.setup, oo);
+          ASSERT_EQ(b.op->chosen(1), "dia") << what;
+          PreconditionerInputs in{*b.setup, *b.op, oo, "test matrix", 1};
+          in.precision = precision;
+          b.m = make_preconditioner(kind, o, in);
+          if (kind == Preconditioner::amg)
+            EXPECT_EQ(b.m->report().levels[0].kernel, precision == Precision::mixed ? "dia-f32" : "dia") << what;
+          z[fuse ? 0 : 1] = apply(*b.m, r);
+          bytes[fuse ? 0 : 1] = b.m->bytes_per_apply(1);
+        }
+        ASSERT_EQ(z[0].data.size(), z[1].data.size()) << what;
+        EXPECT_EQ(std::memcmp(z[0].data.data(), z[1].data.data(), z[0].data.size() * sizeof(double)), 0)
+            << what << ": fused and apart differ";
+        EXPECT_FALSE(std::isnan(z[0].data[0])) << what;
+        EXPECT_LT(bytes[0], bytes[1]) << what << ": the fused run's bytes";
+      }
+  }
+}
+
 // Not enough GPU memory for the hierarchy: a DeviceMemoryError that names AMG's level and the sizes (needed,
 // free), not a crash or a CUDA error; the memory is usable again afterwards.
 TEST_F(GpuPrecond, AmgOutOfMemoryIsAClearError) {

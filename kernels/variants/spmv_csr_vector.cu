@@ -2,7 +2,11 @@
 // shuffles. W = largest power of two <= mean nnz/row, capped at 32 (the heuristic of AMD's "SpMV on GPUs"
 // lab note, after Bell & Garland 2009's one-warp-per-row CSR-vector). Grid-stride over row groups so the
 // fused-dot epilogue has a bounded number of block partials.
+// csr-vector-f32: the same with FP32 values (8 bytes an entry with its column instead of 12; x, y and the sums stay
+// FP64): the FP32 variant AMG's coarse levels take (their CSR is most of a 7-point V-cycle's bytes after level 0's
+// DIA) and mixed precision's iteration operator on CSR; made from the FP64 values by one conversion pass.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
@@ -16,10 +20,18 @@ struct CsrVectorTuning {
   static constexpr int blocks_per_sm = 8;  // all resident at once: one wave (grid_stride_blocks)
 };
 
-template <int W, bool WithDot>
+__device__ __forceinline__ double load_value(const double* p) { return dev::load_stream(p); }
+__device__ __forceinline__ double load_value(const float* p) { return static_cast<double>(__ldcs(p)); }
+
+__global__ void to_float_kernel(const double* __restrict__ in, int64_t count, float* __restrict__ out) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = static_cast<float>(in[i]);
+}
+
+template <int W, bool WithDot, class V>
 __global__ void __launch_bounds__(CsrVectorTuning::threads)
     csr_vector_kernel(int rows, const int* __restrict__ row_ptr, const int* __restrict__ col,
-                      const double* __restrict__ val, const double* __restrict__ x, int ld, double alpha,
+                      const V* __restrict__ val, const double* __restrict__ x, int ld, double alpha,
                       double beta, double* __restrict__ y, DotSink sink) {
   const int lane = threadIdx.x & (W - 1);
   const int64_t group = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / W;
@@ -33,7 +45,7 @@ __global__ void __launch_bounds__(CsrVectorTuning::threads)
     const int begin = active ? row_ptr[row] : 0, end = active ? row_ptr[row + 1] : 0;
     double sum = 0;
     for (int p = begin + lane; p < end; p += W)
-      sum += dev::load_stream(val + p) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + p)) * ld);
+      sum += load_value(val + p) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + p)) * ld);
     sum = dev::warp_sum<W>(sum);
     if (active && lane == 0) {
       dev::store_y(y + row * ld, alpha, sum, beta);
@@ -51,13 +63,27 @@ int vector_width(double mean) {
 
 class CsrVector final : public SpmvOperator, public FusedDotProduct {
  public:
-  CsrVector(const MatrixSetup& m) : SpmvOperator(m), width_(vector_width(m.rows() ? double(m.nnz()) / m.rows() : 1)) {
-    info_.format = "csr";
+  CsrVector(const MatrixSetup& m, bool fp32)
+      : SpmvOperator(m), width_(vector_width(m.rows() ? double(m.nnz()) / m.rows() : 1)), fp32_(fp32) {
+    info_.format = fp32 ? "csr (FP32 values)" : "csr";
     info_.reason = "sub-warp width " + std::to_string(width_);
     csr_ = shared_csr(m, info_);
+    if (fp32_) {  // the FP64 values stay shared (the true residual's operator and the setup read them)
+      const int64_t count = csr_->nnz;
+      values32_ = DeviceArray<float>(static_cast<size_t>(count), "csr-vector FP32 values");
+      if (count) {
+        to_float_kernel<<<grid_stride_blocks(count, CsrVectorTuning::threads), CsrVectorTuning::threads>>>(
+            csr_->values.data(), count, values32_.data());
+        CHECK_LAUNCH("csr-vector-f32 conversion");
+        CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+      }
+      info_.device_bytes += static_cast<int64_t>(values32_.bytes());
+    }
   }
-  std::string name() const override { return "csr-vector"; }
-  double bytes_per_apply(int k) const override { return csr_bytes_model(rows_, nnz_, 1) * k; }
+  std::string name() const override { return fp32_ ? "csr-vector-f32" : "csr-vector"; }
+  double bytes_per_apply(int k) const override {
+    return (csr_bytes_model(rows_, nnz_, 1) - (fp32_ ? 4.0 * double(nnz_) : 0.0)) * k;
+  }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     if (rows_ == 0 || nnz_ == 0 || rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
     if (launch<true>(1.0, x, 0.0, y, 1, sink, s) > sink.capacity) throw Error("csr-vector: dot sink too small");
@@ -74,29 +100,39 @@ class CsrVector final : public SpmvOperator, public FusedDotProduct {
   int launch(double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink, cudaStream_t s) const {
     int blocks = grid_stride_blocks(int64_t{rows_} * width_, CsrVectorTuning::threads, CsrVectorTuning::blocks_per_sm);
     if (WithDot) blocks = std::min(blocks, sink.capacity);
-    auto args = [&](auto kernel) {
-      kernel<<<blocks, CsrVectorTuning::threads, 0, s>>>(rows_, csr_->row_ptr.data(), csr_->col_idx.data(),
-                                                         csr_->values.data(), x, ld, alpha, beta, y, sink);
+    auto go = [&](auto* values) {
+      using V = std::remove_const_t<std::remove_pointer_t<decltype(values)>>;
+      auto args = [&](auto kernel) {
+        kernel<<<blocks, CsrVectorTuning::threads, 0, s>>>(rows_, csr_->row_ptr.data(), csr_->col_idx.data(), values, x,
+                                                           ld, alpha, beta, y, sink);
+      };
+      switch (width_) {
+        case 1: args(csr_vector_kernel<1, WithDot, V>); break;
+        case 2: args(csr_vector_kernel<2, WithDot, V>); break;
+        case 4: args(csr_vector_kernel<4, WithDot, V>); break;
+        case 8: args(csr_vector_kernel<8, WithDot, V>); break;
+        case 16: args(csr_vector_kernel<16, WithDot, V>); break;
+        default: args(csr_vector_kernel<32, WithDot, V>); break;
+      }
     };
-    switch (width_) {
-      case 1: args(csr_vector_kernel<1, WithDot>); break;
-      case 2: args(csr_vector_kernel<2, WithDot>); break;
-      case 4: args(csr_vector_kernel<4, WithDot>); break;
-      case 8: args(csr_vector_kernel<8, WithDot>); break;
-      case 16: args(csr_vector_kernel<16, WithDot>); break;
-      default: args(csr_vector_kernel<32, WithDot>); break;
-    }
+    if (fp32_) go(static_cast<const float*>(values32_.data()));
+    else go(static_cast<const double*>(csr_->values.data()));
     CHECK_LAUNCH("csr-vector");
     return blocks;
   }
   int width_;
+  bool fp32_;
   std::shared_ptr<const DeviceCsr> csr_;
+  DeviceArray<float> values32_;
 };
 
 }  // namespace
 
 std::unique_ptr<LinearOperator> make_csr_vector(const MatrixSetup& m, const OperatorOptions&) {
-  return std::make_unique<CsrVector>(m);
+  return std::make_unique<CsrVector>(m, false);
+}
+std::unique_ptr<LinearOperator> make_csr_vector_f32(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<CsrVector>(m, true);
 }
 
 }  // namespace spcg

@@ -52,15 +52,32 @@ __global__ void to_float_kernel(const double* __restrict__ in, int64_t count, fl
     out[i] = static_cast<float>(in[i]);
 }
 
+// A polynomial smoother's step in the product's epilogue (FusedSmoothing: the product is of d_in, alpha -1 and
+// beta 1 on res), each row's arithmetic that of dev::store_y and launch_chebyshev_step (the same bits).
+struct SmoothingEpilogue {
+  double* res = nullptr;
+  double* d_out = nullptr;
+  double* x = nullptr;
+  const double* scale = nullptr;
+  double c1 = 0, c2 = 0;
+  __device__ __forceinline__ void operator()(int64_t row, double d_in, double sum) const {
+    const double r = fma(1.0, res[row], -1.0 * sum);  // store_y(res, -1, sum, 1)
+    res[row] = r;
+    const double dt = fma(c1, d_in, c2 * scale[row] * r);  // chebyshev_step_kernel's
+    d_out[row] = dt;
+    x[row] = x[row] + dt;
+  }
+};
+
 // Rows [first + u * blockDim.x, u < U) of a tile of U x blockDim.x consecutive rows: each thread's U rows issue
 // their loads of one diagonal together (U independent loads in flight), the tiles grid-stride so that the whole
 // GPU still sweeps each stripe front to back. Each row sums in the order of the one-row form (lower part by
 // descending offset, then the stored diagonals), so y does not depend on U.
-template <bool WithDot, bool Symmetric, class V, int U>
+template <bool WithDot, bool Symmetric, class V, int U, bool Smooth = false>
 __global__ void __launch_bounds__(DiaTuning::threads)
     dia_kernel(int rows, int cols, int diagonals, const int* __restrict__ offsets, int min_offset, int max_offset,
                const V* __restrict__ val, const double* __restrict__ x, int ld, double alpha, double beta,
-               double* __restrict__ y, DotSink sink) {
+               double* __restrict__ y, DotSink sink, SmoothingEpilogue smooth = {}) {
   __shared__ int s_off[DiaTuning::max_diagonals];
   for (int d = threadIdx.x; d < diagonals; d += blockDim.x) s_off[d] = offsets[d];
   __syncthreads();
@@ -116,6 +133,10 @@ __global__ void __launch_bounds__(DiaTuning::threads)
     for (int u = 0; u < U; ++u) {
       const int64_t row = first + u * int64_t{blockDim.x};
       if (row >= rows) break;
+      if constexpr (Smooth) {
+        smooth(row, x[row], sum[u]);
+        continue;
+      }
       dev::store_y(y + row * ld, alpha, sum[u], beta);
       if (WithDot) dot += x[row] * (alpha * sum[u]);
     }
@@ -123,7 +144,7 @@ __global__ void __launch_bounds__(DiaTuning::threads)
   if (WithDot) dev::dot_epilogue(sink, dot);
 }
 
-class Dia final : public SpmvOperator, public FusedDotProduct {
+class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoothing {
  public:
   Dia(const MatrixSetup& m, bool fp32) : SpmvOperator(m), fp32_(fp32) {
     dia_ = shared_dia(m, name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true, 1, info_);
@@ -149,6 +170,14 @@ class Dia final : public SpmvOperator, public FusedDotProduct {
     launch<true>(x, 1, 1.0, 0.0, y, s, sink);
     return true;
   }
+  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
+                      double c2, cudaStream_t s) const override {
+    if (rows_ != cols_ || d_in == d_out) return false;
+    SmoothingEpilogue e;
+    e.res = res, e.d_out = d_out, e.x = x, e.scale = scale, e.c1 = c1, e.c2 = c2;
+    launch<false, true>(d_in, 1, -1.0, 1.0, res, s, DotSink{}, e);
+    return true;
+  }
 
  protected:
   void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
@@ -156,28 +185,30 @@ class Dia final : public SpmvOperator, public FusedDotProduct {
   }
 
  private:
-  template <bool WithDot>
-  void launch(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink) const {
-    if (fp32_) launch_rows<WithDot, DiaTuning::rows_per_thread_fp32>(x, ld, alpha, beta, y, s, sink);
-    else launch_rows<WithDot, DiaTuning::rows_per_thread_fp64>(x, ld, alpha, beta, y, s, sink);
+  template <bool WithDot, bool Smooth = false>
+  void launch(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink,
+              const SmoothingEpilogue& smooth = {}) const {
+    if (fp32_) launch_rows<WithDot, DiaTuning::rows_per_thread_fp32, Smooth>(x, ld, alpha, beta, y, s, sink, smooth);
+    else launch_rows<WithDot, DiaTuning::rows_per_thread_fp64, Smooth>(x, ld, alpha, beta, y, s, sink, smooth);
   }
-  template <bool WithDot, int U>
-  void launch_rows(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink) const {
+  template <bool WithDot, int U, bool Smooth>
+  void launch_rows(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink,
+                   const SmoothingEpilogue& smooth) const {
     int blocks = grid_stride_blocks((rows_ + U - 1) / U, DiaTuning::threads, DiaTuning::blocks_per_sm);
     if (WithDot) blocks = std::min(blocks, sink.capacity);
     auto go = [&](auto symmetric) {
       constexpr bool sym = decltype(symmetric)::value;
       if constexpr (U == DiaTuning::rows_per_thread_fp32) {
         if (fp32_)
-          return dia_kernel<WithDot, sym, float, U><<<blocks, DiaTuning::threads, 0, s>>>(
+          return dia_kernel<WithDot, sym, float, U, Smooth><<<blocks, DiaTuning::threads, 0, s>>>(
               rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset, values32_.data(),
-              x, ld, alpha, beta, y, sink);
+              x, ld, alpha, beta, y, sink, smooth);
       }
       if constexpr (U == DiaTuning::rows_per_thread_fp64) {
         if (!fp32_)
-          return dia_kernel<WithDot, sym, double, U><<<blocks, DiaTuning::threads, 0, s>>>(
+          return dia_kernel<WithDot, sym, double, U, Smooth><<<blocks, DiaTuning::threads, 0, s>>>(
               rows_, cols_, dia_->diagonals, dia_->offsets.data(), dia_->min_offset, dia_->max_offset,
-              dia_->values.data(), x, ld, alpha, beta, y, sink);
+              dia_->values.data(), x, ld, alpha, beta, y, sink, smooth);
       }
     };
     if (dia_->symmetric) go(std::true_type{});

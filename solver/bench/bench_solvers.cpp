@@ -250,8 +250,8 @@ int bench_vcycle(const BenchOptions& bo) {
                      "hierarchy's row takes the variant)");
   BenchOutput out;
   out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("runs", bo.runs);
-  std::printf("\n%-22s %9s %6s %-7s %9s %10s %10s %10s %8s  %s\n", "matrix", "rows", "levels", "values", "setup ms",
-              "us/cycle", "model MB", "floor us", "x floor", "level kernels");
+  std::printf("\n%-22s %9s %6s %-7s %-6s %9s %10s %10s %10s %8s  %s\n", "matrix", "rows", "levels", "values", "steps",
+              "setup ms", "us/cycle", "model MB", "floor us", "x floor", "level kernels");
   for (const auto& m : matrices) {
     Problem p;
     if (!load_or_skip(m, p)) continue;
@@ -267,15 +267,19 @@ int bench_vcycle(const BenchOptions& bo) {
     const int32_t n = p.a.rows;
     DeviceArray<double> r(std::vector<double>(static_cast<size_t>(n), 1.0), "vcycle r");
     DeviceArray<double> z(static_cast<size_t>(n), "vcycle z");
-    for (const Precision precision : {Precision::double_precision, Precision::mixed}) {
+    for (const Precision precision : {Precision::double_precision, Precision::mixed})
+      for (const bool fuse : {false, true}) {  // the smoother's steps apart, then fused into the level products
       const char* values = precision == Precision::mixed ? "fp32" : "fp64";
+      const char* steps = fuse ? "fused" : "apart";
       const PreconditionerInputs in{setup, *op, oo, p.name, 1, bo.rtol, 0, precision};
       std::unique_ptr<PreconditionerOp> amg;
       double setup_ms = 0;
+      PreconditionerOptions po;
+      po.fuse_smoothing = fuse;
       try {
-        setup_ms = time_on_stream_ms(0, [&] { amg = make_preconditioner(Preconditioner::amg, PreconditionerOptions{}, in); });
+        setup_ms = time_on_stream_ms(0, [&] { amg = make_preconditioner(Preconditioner::amg, po, in); });
       } catch (const Error& e) {  // no level with an FP32 kernel, a stalled coarsening, a non-SPD level, memory
-        std::printf("%-22s %9d %6s %-7s skipped: %s\n", p.name.substr(0, 22).c_str(), n, "-", values, e.what());
+        std::printf("%-22s %9d %6s %-7s %-6s skipped: %s\n", p.name.substr(0, 22).c_str(), n, "-", values, steps, e.what());
         continue;
       }
       const PreconditionerReport& report = amg->report();
@@ -288,10 +292,11 @@ int bench_vcycle(const BenchOptions& bo) {
       const double floor_us = bytes / (copy_gbs * 1e3);
       std::string kernels;
       for (const AmgLevelReport& level : report.levels) kernels += (kernels.empty() ? "" : ", ") + level.kernel;
-      std::printf("%-22s %9d %6zu %-7s %9.1f %10.1f %10.1f %10.1f %8.2f  %s\n", p.name.substr(0, 22).c_str(), n,
-                  report.levels.size(), values, setup_ms, us, bytes / 1e6, floor_us, us / floor_us, kernels.c_str());
+      std::printf("%-22s %9d %6zu %-7s %-6s %9.1f %10.1f %10.1f %10.1f %8.2f  %s\n", p.name.substr(0, 22).c_str(), n,
+                  report.levels.size(), values, steps, setup_ms, us, bytes / 1e6, floor_us, us / floor_us, kernels.c_str());
       Record& row = out.add("results");
       row.kv("matrix", p.name).kv("rows", n).kv("nnz", static_cast<long long>(p.a.nnz())).kv("values", values);
+      row.kv("smoothing_steps", steps);
       row.kv("levels", static_cast<int>(report.levels.size())).kv("operator_complexity", report.operator_complexity);
       row.kv("setup_ms", setup_ms).kv("us_per_cycle", us).kv("model_bytes", bytes).kv("floor_us", floor_us);
       row.kv("ratio_to_floor", us / floor_us).kv("level_kernels", kernels);

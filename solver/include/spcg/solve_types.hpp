@@ -209,6 +209,9 @@ struct PreconditionerOptions {
   // Chebyshev degree, or l1-Jacobi sweeps, before and after the coarse correction. 3: on the six SPD files
   // where Jacobi-CG needs >= 1000 iterations, 4366 iterations in all against degree 2's 5779 (H100)
   int smoother_degree = 3;
+  // the smoother's steps after the first inside the level product's epilogue where its kernel offers it (DIA, one
+  // column): the same bits as apart, 16 bytes a row less each step (docs/perf-notes.md); false runs them apart
+  bool fuse_smoothing = true;
   double smoother_ratio = 20;     // the Chebyshev smoother's interval [lambda_max / ratio, lambda_max] (PETSc GAMG's)
   // stop coarsening at this many rows: a dense Cholesky (host, Eigen) solves the coarsest level; its inverse
   // costs n^3 flops (357 rows: 23 ms on the device machine's host), so the coarsest level stays small
