@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Packs what a device run needs into .devdata/bundle.tgz (one archive travels better than many files): the
+# Packs what a device run needs into .devdata/bundle.txz (xz: all the travel a run may carry is 64 MiB): the
 # stripped binaries of build/, the static libraries the Python module links (scripts/device_python.sh) and a copy
 # of ../shared/matrices. On the device:
-#   tar xzf .devdata/bundle.tgz && mv matrices .devdata/ && SPCG_MATRIX_DIR=$PWD/.devdata/matrices scripts/device.sh OUT
+#   tar xJf .devdata/bundle.txz && mv matrices .devdata/ && SPCG_MATRIX_DIR=$PWD/.devdata/matrices scripts/device.sh OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
@@ -21,7 +21,7 @@ for a in libdeflate.a libz.a; do
   [ -n "$f" ] && cp "$f" "$tmp/build/python-link/"
 done
 [ -d ../shared/matrices ] && cp -r ../shared/matrices "$tmp/matrices"
-rm -f .devdata/bundle.tgz
-tar czf .devdata/bundle.tgz -C "$tmp" .
+rm -f .devdata/bundle.tgz .devdata/bundle.txz
+tar cJf .devdata/bundle.txz -C "$tmp" .
 rm -rf "$tmp"
-ls -la .devdata/bundle.tgz
+ls -la .devdata/bundle.txz

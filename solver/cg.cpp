@@ -222,13 +222,16 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
     return pcg_general(e, A, *M, b, x, 1, column);
   }
   if (e.one_reduction_cg()) return cg_one_reduction(e, A, dinv, b, x, column);
-  if (o.persistent != Switch::off && &iteration_operator(A) == &A) {  // (mixed precision iterates on its FP32 copy)
-    const PersistentCgMatrix* small = persistent_cg_layout(A);
+  if (o.persistent != Switch::off) {
+    const bool fp32_copy = &iteration_operator(A) != &A;  // mixed precision iterates on its FP32 copy: not this
+    const PersistentCgMatrix* small = fp32_copy ? nullptr : persistent_cg_layout(A);
     const PersistentCgView view = small ? small->view() : PersistentCgView{};
     if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(e, view, dinv, b, x, column);
     if (o.persistent == Switch::on)
-      throw UsageError("the persistent CG was asked for, but this operator keeps no layout for it (kernel auto, n <= " +
-                       std::to_string(PersistentCgLimits::max_rows) + ")");
+      throw UsageError("the persistent CG was asked for, but " +
+                       std::string(fp32_copy ? "mixed precision iterates on an FP32 copy (--precision double keeps it)"
+                                             : "this operator keeps no layout for it (kernel auto, n <= " +
+                                                   std::to_string(PersistentCgLimits::max_rows) + ")"));
   }
   cg_recurrences(e, A, dinv, b, x, 1, column);
 }
