@@ -174,9 +174,20 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     const KernelEntry* e = fp64 ? nullptr : find_kernel(op.chosen(k_expected));
     return e ? e->fp32_variant : std::string();
   };
+  // An FP32 copy is a saving, not a need: where its values do not fit beside the FP64 ones the level keeps its
+  // FP64 kernel (measured: poisson3d:600's level 1 on one H100, 2.5 GB short), which the report's table shows.
+  auto fp32_or_null = [&](auto&& make) -> std::unique_ptr<LinearOperator> {
+    try {
+      return make();
+    } catch (const DeviceMemoryError&) {
+      release_idle_device_memory();
+      return nullptr;
+    }
+  };
   auto level_matrix_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
     std::unique_ptr<LinearOperator> op = level_operator(was, m);
-    if (const std::string f32 = was ? std::string() : fp32_variant(*op); !f32.empty()) op = make_operator(f32, m, level_options);
+    if (const std::string f32 = was ? std::string() : fp32_variant(*op); !f32.empty())
+      if (auto op32 = fp32_or_null([&] { return make_operator(f32, m, level_options); })) op = std::move(op32);
     return op;
   };
   if (kept && kept->levels_.size() < 1) throw UsageError("amg: an update needs the hierarchy of a setup");
@@ -186,9 +197,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   } else if (in.product.rows() > o.coarse_rows && !ranks) {  // (a rank's level 0 is the distributed product)
     if (level_options.columnwise && level_options.expected_k > 1) levels_[0].owned = level_operator(nullptr, in.matrix);
     const std::string f32 = fp32_variant(levels_[0].owned ? *levels_[0].owned : in.product);
-    if (!f32.empty()) levels_[0].owned = make_operator(f32, in.matrix, level_options);
+    if (!f32.empty())
+      if (auto op32 = fp32_or_null([&] { return make_operator(f32, in.matrix, level_options); })) levels_[0].owned = std::move(op32);
   } else if (ranks && in.precision != Precision::double_precision) {
-    levels_[0].owned = levels_[0].dist->fp32_view(level_options);  // (null: the local kernel has no variant)
+    levels_[0].owned = fp32_or_null([&] { return levels_[0].dist->fp32_view(level_options); });  // (null: none)
   }
   if (levels_[0].owned) levels_[0].op = levels_[0].owned.get();
   try {
@@ -294,7 +306,8 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
             next.dist_owned = std::make_unique<DistributedOperator>(shared_csr(std::move(cs.local)), std::move(blocks),
                                                                     *ranks, level_options);
             next.dist = next.dist_owned.get();
-            if (in.precision != Precision::double_precision) next.owned = next.dist->fp32_view(level_options);
+            if (in.precision != Precision::double_precision)
+              next.owned = fp32_or_null([&] { return next.dist->fp32_view(level_options); });
             next.op = next.owned ? next.owned.get() : next.dist;
             next.a = next.dist->local_setup().device_csr();
             next.first_row = g.first_coarse;
@@ -469,7 +482,11 @@ void AmgPreconditioner::reserve(int k) const {
     const size_t size = static_cast<size_t>(L.a->rows) * k;
     if (l > 0) L.b = DeviceArray<double>(size, "amg level rhs"), L.x = DeviceArray<double>(size, "amg level solution");
     if (l + 1 < levels_.size()) L.res = DeviceArray<double>(size, "amg level residual"), L.d = DeviceArray<double>(size, "amg smoother step");
-    if (l + 1 < levels_.size() && fused(L) && L.d_next.size() == 0)
+    // a saving, not a need: only with room left for it and the solver's own vectors (made after this: four of the
+    // finest level's n x k, and a margin), else the level's steps run apart (the same bits)
+    const size_t bytes = sizeof(double) * static_cast<size_t>(L.a->rows);
+    const size_t solver_bytes = 6 * sizeof(double) * static_cast<size_t>(levels_[0].a->rows) * static_cast<size_t>(k);
+    if (l + 1 < levels_.size() && fused(L) && L.d_next.size() == 0 && device_memory_info().free_bytes > bytes + solver_bytes)
       L.d_next = DeviceArray<double>(static_cast<size_t>(L.a->rows), "amg smoother step (fused)");
   }
   reserved_k_ = k;
@@ -501,7 +518,7 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
     const double a_bytes = L.op->bytes_per_apply(k), n = L.a->rows;
     // two smoothings (one SpMV per step after the first, plus the residual of the post-smoothing), the
     // residual, R and P; a fused step (k = 1) reads res and d once less (16 B a row)
-    const double fused_steps = k == 1 && fused(L) ? 2.0 * (L.smoother.size() - 1) : 0.0;
+    const double fused_steps = k == 1 && fused(L) && (reserved_k_ == 0 || L.d_next.size()) ? 2.0 * (L.smoother.size() - 1) : 0.0;
     bytes += (2.0 * L.smoother.size() + 1) * a_bytes + 2 * L.smoother.size() * 48.0 * n * k - fused_steps * 16.0 * n +
              L.r->bytes_per_apply(k) + L.p->bytes_per_apply(k);
   }

@@ -98,7 +98,11 @@ class ChebyshevPreconditioner final : public PreconditionerOp {
     report_.setup_ms = ms_since(t0);
   }
   void reserve(int k) const override {
-    if (fuse_ && d_next_.size() == 0 && rows_ > 0) d_next_ = DeviceArray<double>(rows_, "chebyshev step (fused)");
+    // a saving, not a need: only with room for it and the solver's vectors (made after this), else the steps run
+    // apart (the same bits)
+    const size_t bytes = sizeof(double) * static_cast<size_t>(rows_);
+    if (fuse_ && d_next_.size() == 0 && rows_ > 0 && device_memory_info().free_bytes > bytes * (1 + 6 * static_cast<size_t>(k)))
+      d_next_ = DeviceArray<double>(rows_, "chebyshev step (fused)");
     if (static_cast<int64_t>(res_.size()) >= rows_ * k) return;
     res_ = DeviceArray<double>(rows_ * k, "chebyshev residual");
     d_ = DeviceArray<double>(rows_ * k, "chebyshev step");
