@@ -279,7 +279,14 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         L.next_held_whole = was ? was->next_held_whole
                                 : g.coarse_rows <= whole_rows || static_cast<int>(l) + 2 >= o.max_levels;
         timed("level operators", [&] {
-          L.scale = smoother_scaling(o, a, std::move(dinv), s);
+          if (o.smoother == AmgSmoother::l1_jacobi) {  // l1 over each row's every entry, its halo block's too
+            const HaloRows h = L.dist->halo_rows();
+            const DeviceCsr whole =
+                join_columns(a, expand_rows(n, L.dist->halo_slots(), h.rows, h.row_ids, h.row_ptr, h.cols, h.values, s), s);
+            L.scale = smoother_scaling(o, whole, std::move(dinv), s);
+          } else {
+            L.scale = smoother_scaling(o, a, std::move(dinv), s);
+          }
           Level next;
           next.global_rows = g.coarse_rows;
           auto shared_csr = [](DeviceCsr&& m) { return std::make_shared<const DeviceCsr>(std::move(m)); };
