@@ -12,6 +12,8 @@
 #include <thrust/iterator/zip_iterator.h>
 #include <thrust/scan.h>
 #include <thrust/sort.h>
+#include <thrust/functional.h>
+#include <thrust/transform_reduce.h>
 
 #include <cstring>
 #include <mutex>
@@ -518,15 +520,6 @@ __global__ void merge_add_kernel(int32_t n, const int32_t* __restrict__ trp, con
   if (!kFill) count[i] = out;
 }
 
-DeviceCsr empty_csr(int32_t rows, int32_t cols, int64_t nnz, const char* what) {
-  DeviceCsr c;
-  c.rows = rows, c.cols = cols, c.nnz = nnz;
-  c.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(rows) + 1, what);
-  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), what);
-  c.values = DeviceArray<double>(static_cast<size_t>(nnz), what);
-  return c;
-}
-
 // Exclusive scan of count[0..n) into out[0..n], out[n] = the total; returns the total.
 int64_t scan_counts(const int32_t* count, int32_t n, int32_t* out, cudaStream_t s) {
   ThrustPoolAllocator scratch;
@@ -539,6 +532,37 @@ int64_t scan_counts(const int32_t* count, int32_t n, int32_t* out, cudaStream_t 
   CHECK_CUDA(cudaStreamSynchronize(s));
   return total;
 }
+
+}  // namespace
+
+DeviceCsr empty_csr(int32_t rows, int32_t cols, int64_t nnz, const char* what) {
+  DeviceCsr c;
+  c.rows = rows, c.cols = cols, c.nnz = nnz;
+  c.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(rows) + 1, what);
+  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), what);
+  c.values = DeviceArray<double>(static_cast<size_t>(nnz), what);
+  return c;
+}
+
+DeviceCsr csr_from_counts(const int32_t* count, int32_t rows, int32_t cols, const char* what, cudaStream_t s) {
+  DeviceArray<int32_t> rp(static_cast<size_t>(rows) + 1, what);
+  if (rows > 0) {  // the total in 64 bits first: a product past 2^31 entries cannot take int32 offsets
+    ThrustPoolAllocator scratch;
+    const int64_t total = thrust::transform_reduce(
+        thrust::cuda::par(scratch).on(s), thrust::device_pointer_cast(count), thrust::device_pointer_cast(count) + rows,
+        [] __device__(int32_t c) -> int64_t { return c; }, int64_t{0}, thrust::plus<int64_t>());
+    if (total > INT32_MAX) throw Error(std::string(what) + ": " + std::to_string(total) + " entries, past 32-bit offsets");
+  }
+  const int64_t nnz = scan_counts(count, rows, rp.data(), s);
+  DeviceCsr c;
+  c.rows = rows, c.cols = cols, c.nnz = nnz;
+  c.row_ptr = std::move(rp);
+  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), what);
+  c.values = DeviceArray<double>(static_cast<size_t>(nnz), what);
+  return c;
+}
+
+namespace {
 
 // One cuSPARSE handle for the setup products that fall back to SpGEMM, created on first use and kept for the
 // process's life: destroyed at exit it crashed 16 of 207 device runs in cuSPARSE's teardown (H100, 2026-11-25, recorded in 3937db6, when a
@@ -730,13 +754,7 @@ DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e
       merge_add_kernel<false><<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.col_idx.data(), t.values.data(),
                                                                  erp, eci, ev, count.data(), nullptr, nullptr, nullptr);
       CHECK_LAUNCH("merge-add-count");
-      DeviceArray<int32_t> crp(static_cast<size_t>(n) + 1, "merged row pointers");
-      const int64_t merged = scan_counts(count.data(), n, crp.data(), s);
-      DeviceCsr c;
-      c.rows = n, c.cols = b.cols, c.nnz = merged;
-      c.row_ptr = std::move(crp);
-      c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(merged), "merged columns");
-      c.values = DeviceArray<double>(static_cast<size_t>(merged), "merged values");
+      DeviceCsr c = csr_from_counts(count.data(), n, b.cols, "merged product", s);
       merge_add_kernel<true><<<row_blocks(n), kThreads, 0, s>>>(n, t.row_ptr.data(), t.col_idx.data(), t.values.data(),
                                                                 erp, eci, ev, nullptr, c.row_ptr.data(), c.col_idx.data(),
                                                                 c.values.data());
@@ -747,13 +765,7 @@ DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e
     CHECK_CUDA(cudaStreamSynchronize(s));
     return t;
   }
-  DeviceArray<int32_t> rp(static_cast<size_t>(n) + 1, "row product row pointers");
-  const int64_t nnz = scan_counts(count.data(), n, rp.data(), s);
-  DeviceCsr c;
-  c.rows = n, c.cols = b.cols, c.nnz = nnz;
-  c.row_ptr = std::move(rp);
-  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "row product columns");
-  c.values = DeviceArray<double>(static_cast<size_t>(nnz), "row product values");
+  DeviceCsr c = csr_from_counts(count.data(), n, b.cols, "row product", s);
   row_product_pass<true>(lanes, n, a, b, erp, eci, ev, dinv, s0, nullptr, &c, flag.data(), s);
   CHECK_CUDA(cudaStreamSynchronize(s));
   return c;

@@ -74,6 +74,12 @@ void launch_csr_to_dense(const DeviceCsr& a, double* out, cudaStream_t s);
 // its explicit inverse. One warp per row; fixed summation order.
 void launch_dense_apply(int32_t n, int k, const double* m, const double* r, double* z, cudaStream_t s);
 
+// A CSR of rows x cols with room for nnz entries (offsets, columns and values unwritten).
+DeviceCsr empty_csr(int32_t rows, int32_t cols, int64_t nnz, const char* what);
+// A CSR of `rows` x `cols` whose row i holds count[i] entries (device counts): the offsets scanned, the columns and
+// values allocated for a fill pass to write. Error past 32-bit offsets.
+DeviceCsr csr_from_counts(const int32_t* count, int32_t rows, int32_t cols, const char* what, cudaStream_t s);
+
 // Host copy of a device CSR (small levels: the coarsest factorisation, tests).
 CsrMatrix download_csr(const DeviceCsr& a);
 // Device copy of a host CSR (tests).

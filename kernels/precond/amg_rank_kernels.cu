@@ -16,6 +16,7 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/device_array.hpp"
+#include "kernels/precond/amg_kernels.hpp"
 #include "kernels/precond/amg_rank_kernels.hpp"
 
 namespace spcg {
@@ -23,31 +24,6 @@ namespace {
 
 constexpr int kThreads = 256;
 int blocks_for(int64_t n) { return static_cast<int>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads)); }
-
-DeviceCsr csr_of(int32_t rows, int32_t cols, int64_t nnz, const char* what) {
-  DeviceCsr c;
-  c.rows = rows, c.cols = cols, c.nnz = nnz;
-  c.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(rows) + 1, what);
-  c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), what);
-  c.values = DeviceArray<double>(static_cast<size_t>(nnz), what);
-  return c;
-}
-
-// out[0] = 0, out[i + 1] = count[0] + ... + count[i]; returns the total (64-bit: checked against int32 offsets).
-int64_t scan_into_offsets(const int32_t* count, int32_t n, int32_t* out, const char* what, cudaStream_t s) {
-  ThrustPoolAllocator scratch;
-  auto policy = thrust::cuda::par(scratch).on(s);
-  CHECK_CUDA(cudaMemsetAsync(out, 0, sizeof(int32_t), s));
-  if (n == 0) return 0;
-  // the total in 64 bits first: a piece past 2^31 entries cannot take int32 offsets
-  const int64_t total = thrust::transform_reduce(
-      policy, thrust::device_pointer_cast(count), thrust::device_pointer_cast(count) + n,
-      [] __device__(int32_t c) -> int64_t { return static_cast<int64_t>(c); }, int64_t{0}, thrust::plus<int64_t>());
-  if (total > INT32_MAX) throw Error(std::string(what) + ": " + std::to_string(total) + " entries, past 32-bit offsets");
-  thrust::inclusive_scan(policy, thrust::device_pointer_cast(count), thrust::device_pointer_cast(count) + n,
-                         thrust::device_pointer_cast(out) + 1);
-  return total;
-}
 
 __global__ void join_offsets_kernel(int32_t n, const int32_t* __restrict__ lrp, const int32_t* __restrict__ hrp,
                                     int32_t* __restrict__ rp) {
@@ -176,13 +152,8 @@ DeviceCsr expand_rows(int32_t rows, int32_t cols, int32_t held, const int32_t* i
     scatter_lengths_kernel<<<blocks_for(held), kThreads, 0, s>>>(held, ids, row_ptr, count.data());
     CHECK_LAUNCH("scatter-lengths");
   }
-  DeviceArray<int32_t> rp(static_cast<size_t>(rows) + 1, "expanded rows");
-  const int64_t nnz = scan_into_offsets(count.data(), rows, rp.data(), "expand_rows", s);
-  DeviceCsr out;
-  out.rows = rows, out.cols = cols, out.nnz = nnz;
-  out.row_ptr = std::move(rp);
-  out.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "expanded rows");
-  out.values = DeviceArray<double>(static_cast<size_t>(nnz), "expanded rows");
+  DeviceCsr out = csr_from_counts(count.data(), rows, cols, "expanded rows", s);
+  const int64_t nnz = out.nnz;
   if (nnz) {  // the held rows' entries in row order are the whole CSR's
     CHECK_CUDA(cudaMemcpyAsync(out.col_idx.data(), col_idx, out.col_idx.bytes(), cudaMemcpyDeviceToDevice, s));
     CHECK_CUDA(cudaMemcpyAsync(out.values.data(), values, out.values.bytes(), cudaMemcpyDeviceToDevice, s));
@@ -196,7 +167,7 @@ DeviceCsr join_columns(const DeviceCsr& local, const DeviceCsr& halo, cudaStream
   if (local.rows != halo.rows) throw Error("join_columns: the blocks' rows differ");
   const int32_t n = local.rows;
   if (local.nnz + halo.nnz > INT32_MAX) throw Error("join_columns: past 32-bit offsets");
-  DeviceCsr out = csr_of(n, local.cols + halo.cols, local.nnz + halo.nnz, "joined rows");
+  DeviceCsr out = empty_csr(n, local.cols + halo.cols, local.nnz + halo.nnz, "joined rows");
   join_offsets_kernel<<<blocks_for(int64_t{n} + 1), kThreads, 0, s>>>(n, local.row_ptr.data(), halo.row_ptr.data(),
                                                                       out.row_ptr.data());
   CHECK_LAUNCH("join-offsets");
@@ -213,7 +184,7 @@ DeviceCsr join_columns(const DeviceCsr& local, const DeviceCsr& halo, cudaStream
 DeviceCsr stack_rows(const DeviceCsr& top, const DeviceCsr& bottom, cudaStream_t s) {
   if (top.cols != bottom.cols) throw Error("stack_rows: the pieces' columns differ");
   if (top.nnz + bottom.nnz > INT32_MAX) throw Error("stack_rows: past 32-bit offsets");
-  DeviceCsr out = csr_of(top.rows + bottom.rows, top.cols, top.nnz + bottom.nnz, "stacked rows");
+  DeviceCsr out = empty_csr(top.rows + bottom.rows, top.cols, top.nnz + bottom.nnz, "stacked rows");
   CHECK_CUDA(cudaMemcpyAsync(out.row_ptr.data(), top.row_ptr.data(), sizeof(int32_t) * top.rows, cudaMemcpyDeviceToDevice, s));
   add_offset_kernel<<<blocks_for(int64_t{bottom.rows} + 1), kThreads, 0, s>>>(
       int64_t{bottom.rows} + 1, bottom.row_ptr.data(), static_cast<int32_t>(top.nnz), out.row_ptr.data() + top.rows);
@@ -225,7 +196,7 @@ DeviceCsr stack_rows(const DeviceCsr& top, const DeviceCsr& bottom, cudaStream_t
 }
 
 DeviceCsr shift_columns(const DeviceCsr& m, int32_t offset, int32_t cols, cudaStream_t s) {
-  DeviceCsr out = csr_of(m.rows, cols, m.nnz, "shifted columns");
+  DeviceCsr out = empty_csr(m.rows, cols, m.nnz, "shifted columns");
   CHECK_CUDA(cudaMemcpyAsync(out.row_ptr.data(), m.row_ptr.data(), out.row_ptr.bytes(), cudaMemcpyDeviceToDevice, s));
   if (m.nnz > 0) {
     add_offset_kernel<<<blocks_for(m.nnz), kThreads, 0, s>>>(m.nnz, m.col_idx.data(), offset, out.col_idx.data());
@@ -262,13 +233,8 @@ DeviceCsr unpack_rows(const double* packed, int32_t rows, int32_t width, int32_t
       CHECK_CUDA(cudaMemsetAsync(count.data(), 0, count.bytes(), s));
     }
   }
-  DeviceArray<int32_t> rp(static_cast<size_t>(rows) + 1, "unpacked rows");
-  const int64_t nnz = scan_into_offsets(count.data(), rows, rp.data(), "unpack_rows", s);
-  DeviceCsr out;
-  out.rows = rows, out.cols = cols, out.nnz = nnz;
-  out.row_ptr = std::move(rp);
-  out.col_idx = DeviceArray<int32_t>(static_cast<size_t>(nnz), "unpacked rows");
-  out.values = DeviceArray<double>(static_cast<size_t>(nnz), "unpacked rows");
+  DeviceCsr out = csr_from_counts(count.data(), rows, cols, "unpacked rows", s);
+  const int64_t nnz = out.nnz;
   if (nnz > 0) {
     unpack_fill_kernel<<<blocks_for(rows), kThreads, 0, s>>>(rows, packed, width, out.row_ptr.data(), out.col_idx.data(),
                                                              out.values.data());
@@ -294,16 +260,8 @@ ColumnSplit split_columns(const DeviceCsr& m, int64_t own_begin, int32_t own_cou
     CHECK_LAUNCH("split-count");
   }
   ColumnSplit out;
-  out.local.rows = out.halo.rows = n;
-  out.local.cols = own_count, out.halo.cols = halo_cols;
-  out.local.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(n) + 1, "split local");
-  out.halo.row_ptr = DeviceArray<int32_t>(static_cast<size_t>(n) + 1, "split halo");
-  out.local.nnz = scan_into_offsets(local_count.data(), n, out.local.row_ptr.data(), "split_columns", s);
-  out.halo.nnz = scan_into_offsets(halo_count_rows.data(), n, out.halo.row_ptr.data(), "split_columns", s);
-  out.local.col_idx = DeviceArray<int32_t>(static_cast<size_t>(out.local.nnz), "split local");
-  out.local.values = DeviceArray<double>(static_cast<size_t>(out.local.nnz), "split local");
-  out.halo.col_idx = DeviceArray<int32_t>(static_cast<size_t>(out.halo.nnz), "split halo");
-  out.halo.values = DeviceArray<double>(static_cast<size_t>(out.halo.nnz), "split halo");
+  out.local = csr_from_counts(local_count.data(), n, own_count, "split local", s);
+  out.halo = csr_from_counts(halo_count_rows.data(), n, halo_cols, "split halo", s);
   if (n > 0) {
     split_kernel<true><<<blocks_for(n), kThreads, 0, s>>>(
         n, m.row_ptr.data(), m.col_idx.data(), m.values.data(), own_begin, own_count, halo_columns, halo_count,
