@@ -190,6 +190,18 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       if (auto op32 = fp32_or_null([&] { return make_operator(f32, m, level_options); })) op = std::move(op32);
     return op;
   };
+  // A level every rank holds whole (on one GPU: every coarse level): on ranks their copies must run alike (their
+  // coarse solves must agree for M to stay symmetric), so FP32 only where every rank could make its copy.
+  // Collective on ranks: every rank reaches each whole level alike (the same matrix, the same decisions).
+  auto whole_level_operator = [&](const LinearOperator* was, const MatrixSetup& m) {
+    std::unique_ptr<LinearOperator> op = level_matrix_operator(was, m);
+    if (!ranks) return op;
+    const KernelEntry* chosen = find_kernel(op->chosen(k_expected));
+    const bool fp32 = chosen && chosen->fp32_values;
+    const double ranks_with_fp32 = sum_over_ranks(in.product, {fp32 ? 1.0 : 0.0}, s)[0];  // (every rank calls it)
+    if (fp32 && ranks_with_fp32 < ranks->size()) op = level_operator(was, m);
+    return op;
+  };
   if (kept && kept->levels_.size() < 1) throw UsageError("amg: an update needs the hierarchy of a setup");
   // Level 0 applies the solver's operator, or one of its own: k columns as k SpMVs (deterministic), or FP32 values
   if (kept) {
@@ -273,6 +285,12 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                             smoothings, s, [&](const char* phase, const std::function<void()>& work) { timed(phase, work); });
         }
         for (const std::string& what : g.library_products) library_products.push_back("level " + std::to_string(l) + " " + what);
+        // a level that barely coarsens over all ranks (every rank sees the same counts, so every rank stops here
+        // alike): the one-GPU rule's error, as a level too large for the dense solve
+        if (!was && g.coarse_rows > kStalledCoarsening * level_rows)
+          throw InputError(in.matrix_name, 0, at + "coarsening stalled over the ranks (" + std::to_string(int64_t(level_rows)) +
+                                                  " rows -> " + std::to_string(g.coarse_rows) +
+                                                  " aggregates); try a smaller --amg-theta, or fewer GPUs");
         // the next level held whole by every rank once it is small (or the last a max_levels cap allows), so that
         // the coarsest is every rank's dense solve; an update keeps the first setup's choice
         const int64_t whole_rows = std::max<int64_t>(o.whole_level_rows, o.coarse_rows);
@@ -295,7 +313,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
             const CsrMatrix whole = gather_coarse_level(*L.op, g, s);
             next.a = upload_csr_shared(whole);
             next.setup = std::make_unique<MatrixSetup>(next.a);
-            next.owned = level_matrix_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
+            next.owned = whole_level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
             next.op = next.owned.get();
             L.r_setup = std::make_unique<MatrixSetup>(shared_csr(transpose(g.p, s)));
             L.r = make_summed_transfer(level_operator(nullptr, *L.r_setup), *ranks);
@@ -303,33 +321,42 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
             L.p = level_operator(nullptr, *L.p_setup);
           } else {
             // the rank's coarse rows split on the device into its local block and its halo block over the distinct
-            // outside columns (sorted: by owner, as the plan's slots are); the halo block and the plan on the host
-            const DeviceArray<int64_t> halo_columns = columns_outside(g.coarse, g.first_coarse, g.own_coarse, s);
-            ColumnSplit cs = split_columns(g.coarse, g.first_coarse, g.own_coarse, halo_columns.data(),
-                                           static_cast<int32_t>(halo_columns.size()), true, s);
-            RowPartition coarse;
-            coarse.first_row = g.coarse_first_row;
-            RankBlocks blocks = halo_blocks(download_csr(cs.halo), halo_columns.download(), coarse, ranks->rank());
-            next.dist_owned = std::make_unique<DistributedOperator>(shared_csr(std::move(cs.local)), std::move(blocks),
-                                                                    *ranks, level_options);
-            next.dist = next.dist_owned.get();
-            if (in.precision != Precision::double_precision)
-              next.owned = fp32_or_null([&] { return next.dist->fp32_view(level_options); });
-            next.op = next.owned ? next.owned.get() : next.dist;
-            next.a = next.dist->local_setup().device_csr();
-            next.first_row = g.first_coarse;
-            // P: the rank's own coarse columns, then the others as the coarse level's halo slots (every one is: A_c
-            // couples each aggregate P reaches from a row to that row's own)
-            ColumnSplit ps = split_columns(g.p, g.first_coarse, g.own_coarse, halo_columns.data(),
-                                           next.dist->halo_slots(), true, s);
-            if (ps.unmatched)
-              throw Error(at + std::to_string(ps.unmatched) + " prolongator entries reach coarse rows outside the "
-                               "coarse level's halo (A not structurally symmetric?)");
-            L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(ps.local)));
-            L.p = make_halo_transfer(level_operator(nullptr, *L.p_setup), ps.halo, *next.dist, s);
-            // R: over the rank's fine rows, and over its fine halo slots (the fine level's exchange of res)
-            L.r_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.r_own)));
-            L.r = make_halo_transfer(level_operator(nullptr, *L.r_setup), g.r_halo, *L.dist, s);
+            // outside columns (sorted: by owner, as the plan's slots are); the halo block and the plan on the host.
+            // A rank's failure here (memory, a check) reaches every rank before the next collective.
+            DeviceArray<int64_t> halo_columns;
+            ColumnSplit cs;
+            RankBlocks blocks;
+            agree_over_ranks(ranks, [&] {
+              halo_columns = columns_outside(g.coarse, g.first_coarse, g.own_coarse, s);
+              cs = split_columns(g.coarse, g.first_coarse, g.own_coarse, halo_columns.data(),
+                                 static_cast<int32_t>(halo_columns.size()), true, s);
+              RowPartition coarse;
+              coarse.first_row = g.coarse_first_row;
+              blocks = halo_blocks(download_csr(cs.halo), halo_columns.download(), coarse, ranks->rank());
+            });
+            check_plan_over_ranks(*L.op, blocks.plan, at);  // (collective: every rank's sends against its peers')
+            agree_over_ranks(ranks, [&] {
+              next.dist_owned = std::make_unique<DistributedOperator>(shared_csr(std::move(cs.local)), std::move(blocks),
+                                                                      *ranks, level_options);
+              next.dist = next.dist_owned.get();
+              if (in.precision != Precision::double_precision)
+                next.owned = fp32_or_null([&] { return next.dist->fp32_view(level_options); });
+              next.op = next.owned ? next.owned.get() : next.dist;
+              next.a = next.dist->local_setup().device_csr();
+              next.first_row = g.first_coarse;
+              // P: the rank's own coarse columns, then the others as the coarse level's halo slots (every one is: A_c
+              // couples each aggregate P reaches from a row to that row's own)
+              ColumnSplit ps = split_columns(g.p, g.first_coarse, g.own_coarse, halo_columns.data(),
+                                             next.dist->halo_slots(), true, s);
+              if (ps.unmatched)
+                throw Error(at + std::to_string(ps.unmatched) + " prolongator entries reach coarse rows outside the "
+                                 "coarse level's halo (A not structurally symmetric?)");
+              L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(ps.local)));
+              L.p = make_halo_transfer(level_operator(nullptr, *L.p_setup), ps.halo, *next.dist, s);
+              // R: over the rank's fine rows, and over its fine halo slots (the fine level's exchange of res)
+              L.r_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.r_own)));
+              L.r = make_halo_transfer(level_operator(nullptr, *L.r_setup), g.r_halo, *L.dist, s);
+            });
           }
           levels_.push_back(std::move(next));
         });
@@ -372,7 +399,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         Level next;
         next.a = coarse;
         next.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(coarse));
-        next.owned = level_matrix_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
+        next.owned = whole_level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
         next.op = next.owned.get();
         levels_.push_back(std::move(next));
       });

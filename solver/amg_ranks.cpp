@@ -49,6 +49,14 @@ DeviceCsr product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, co
   return c;
 }
 
+// A sum over the ranks in pieces of at most 2^22 values: NCCL's sum gathers every rank's values into a buffer that
+// stays as large as the largest sum (ranks x count), so a level's gather in one piece would hold ranks x its
+// entries for the communicator's life.
+void sum_in_pieces(Communicator& ranks, double* values, size_t count, cudaStream_t s) {
+  constexpr size_t kPiece = size_t{1} << 22;
+  for (size_t at = 0; at < count; at += kPiece) ranks.allreduce_sum(values + at, std::min(kPiece, count - at), s);
+}
+
 class HaloTransfer final : public LinearOperator {
  public:
   HaloTransfer(std::unique_ptr<LinearOperator> local, CompressedRows halo, const DistributedOperator& source)
@@ -166,6 +174,26 @@ RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& loc
   return g;
 }
 
+void check_plan_over_ranks(const LinearOperator& over, const HaloPlan& plan, const std::string& at) {
+  const Communicator* comm = ranks_of(over);
+  if (!comm) return;
+  const int size = comm->size(), me = comm->rank();
+  const size_t pairs = static_cast<size_t>(size) * size;
+  std::vector<double> counts(2 * pairs, 0.0);  // sends[from * size + to], then receives[at * size + from]
+  for (const HaloPlan::Send& t : plan.send) counts[static_cast<size_t>(me) * size + t.peer] = double(t.rows.size());
+  for (const HaloPlan::Receive& t : plan.receive) counts[pairs + static_cast<size_t>(me) * size + t.peer] = double(t.columns.size());
+  counts = sum_over_ranks(over, std::move(counts), 0);
+  for (int from = 0; from < size; ++from)
+    for (int to = 0; to < size; ++to) {
+      const double sent = counts[static_cast<size_t>(from) * size + to], expected = counts[pairs + static_cast<size_t>(to) * size + from];
+      if (sent != expected)
+        throw InputError("matrix", 0, at + "the coarse level's halo plan does not match over the ranks (rank " +
+                                          std::to_string(from) + " sends " + std::to_string(int64_t(sent)) + " rows to rank " +
+                                          std::to_string(to) + ", which expects " + std::to_string(int64_t(expected)) +
+                                          "): the matrix's pattern is not structurally symmetric");
+    }
+}
+
 CsrMatrix gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g, cudaStream_t s) {
   Communicator* ranks = ranks_of(fine);
   const CsrMatrix own = download_csr(g.coarse);
@@ -177,7 +205,7 @@ CsrMatrix gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g,
   for (int32_t i = 0; i < own.rows; ++i)
     h[static_cast<size_t>(g.first_coarse + i)] = static_cast<double>(own.row_ptr[i + 1] - own.row_ptr[i]);
   lengths.upload(h);
-  if (ranks) ranks->allreduce_sum(lengths.data(), lengths.size(), s);
+  if (ranks) sum_in_pieces(*ranks, lengths.data(), lengths.size(), s);
   wait_for_stream(s, ranks);
   h = lengths.download();
   CsrMatrix whole;
@@ -191,7 +219,7 @@ CsrMatrix gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g,
     entries[static_cast<size_t>(nnz + at + q)] = own.values[static_cast<size_t>(q)];
   }
   DeviceArray<double> d(entries, "gathered entries");
-  if (ranks) ranks->allreduce_sum(d.data(), d.size(), s);
+  if (ranks) sum_in_pieces(*ranks, d.data(), d.size(), s);
   wait_for_stream(s, ranks);
   entries = d.download();
   whole.col_idx.resize(static_cast<size_t>(nnz));

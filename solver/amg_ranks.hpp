@@ -48,6 +48,11 @@ RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& loc
                            const double* dinv, double omega, int smoothings, cudaStream_t s,
                            const PhaseTimer& timed = [](const char*, const std::function<void()>& work) { work(); });
 
+// Every rank's sends to each peer against that peer's receives from it (one sum over the ranks of their counts):
+// a coarse level's plan, whose sends assume a structurally symmetric level, is refused alike on every rank where
+// they differ (an exchange would wait or read rows never sent). `at` names the level. Collective.
+void check_plan_over_ranks(const LinearOperator& over, const HaloPlan& plan, const std::string& at);
+
 // The whole coarse level on every rank from each rank's rows of it (g.coarse): the rows gathered over the ranks.
 // Collective.
 CsrMatrix gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g, cudaStream_t s);
