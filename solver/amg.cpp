@@ -285,9 +285,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
                             smoothings, s, [&](const char* phase, const std::function<void()>& work) { timed(phase, work); });
         }
         for (const std::string& what : g.library_products) library_products.push_back("level " + std::to_string(l) + " " + what);
-        // a level that barely coarsens over all ranks (every rank sees the same counts, so every rank stops here
-        // alike): the one-GPU rule's error, as a level too large for the dense solve
-        if (!was && g.coarse_rows > kStalledCoarsening * level_rows)
+        // a level that barely coarsens over all ranks (every rank sees the same counts, so every rank decides
+        // alike): the next level held whole (the one-GPU rules then solve it densely), or, too large for that, the
+        // one-GPU rule's error
+        const bool stalled = !was && g.coarse_rows > kStalledCoarsening * level_rows;
+        if (stalled && g.coarse_rows > kMaxDenseRows)
           throw InputError(in.matrix_name, 0, at + "coarsening stalled over the ranks (" + std::to_string(int64_t(level_rows)) +
                                                   " rows -> " + std::to_string(g.coarse_rows) +
                                                   " aggregates); try a smaller --amg-theta, or fewer GPUs");
@@ -295,7 +297,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         // the coarsest is every rank's dense solve; an update keeps the first setup's choice
         const int64_t whole_rows = std::max<int64_t>(o.whole_level_rows, o.coarse_rows);
         L.next_held_whole = was ? was->next_held_whole
-                                : g.coarse_rows <= whole_rows || static_cast<int>(l) + 2 >= o.max_levels;
+                                : g.coarse_rows <= whole_rows || static_cast<int>(l) + 2 >= o.max_levels || stalled;
         timed("level operators", [&] {
           if (o.smoother == AmgSmoother::l1_jacobi) {  // l1 over each row's every entry, its halo block's too
             const HaloRows h = L.dist->halo_rows();
