@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/communicator.hpp"
 #include "solver/solver.hpp"
@@ -193,6 +194,9 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
   // the iteration of each column's last (re)start: there the recursive residual is b - A x itself (every
   // recurrence starts from it), so a claim made there needs no confirming, and a breakdown there is final
   std::vector<int> started_at(static_cast<size_t>(k), 0);
+  // each column's true residual at its last restart, and its restarts in a row that did not shrink it
+  std::vector<double> restarted_from(static_cast<size_t>(k), std::numeric_limits<double>::infinity());
+  std::vector<int> unproductive(static_cast<size_t>(k), 0);
   while (true) {
     CHECK_CUDA(cudaMemcpyAsync(h.data(), rec.scalars.data(), k * sizeof(CgScalars), cudaMemcpyDeviceToHost, stream_));
     reductions_.wait(stream_);
@@ -207,12 +211,24 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
         const bool claim = h[j].status == kConverged || h[j].status == kBreakdown;
         if (confirm && claim && h[j].iteration != started_at[j]) {
           const Confirmation c = confirm(column);
-          if (c.restarted) {  // observed at the next read (the restart keeps the iteration count)
-            started_at[j] = h[j].iteration;
+          norm = c.true_norm;
+          if (c.restarted) {
+            // a restart that left the true residual where the last one did: past RestartRule::unproductive_limit
+            // of them in a row the column ends, never converged and without running to the limit: broken down
+            // where the claim was a breakdown (A or M met it again from the true residual), else stagnated (the
+            // tolerance lies below what this system's rounding reaches; the true residual its last)
+            unproductive[j] = norm > RestartRule::progress * restarted_from[j] ? unproductive[j] + 1 : 0;
+            restarted_from[j] = std::min(restarted_from[j], norm);
+            if (unproductive[j] >= RestartRule::unproductive_limit) {
+              monitor_.observe(column, h[j].iteration, norm), last[j] = h[j].iteration;
+              monitor_.finish(column, h[j].status == kBreakdown ? ColumnStatus::breakdown : ColumnStatus::stagnated,
+                              h[j].iteration);
+              continue;
+            }
+            started_at[j] = h[j].iteration;  // observed at the next read (the restart keeps the iteration count)
             all_done = false;
             continue;
           }
-          norm = c.true_norm;
         }
         monitor_.observe(column, h[j].iteration, norm), last[j] = h[j].iteration;
       }

@@ -103,6 +103,15 @@ class IterationEngine {
   // ||b_j - A x_j||, and restarts from that residual when it lies above the tolerance (restarted: the column runs
   // on). The monitor then judges the true norm, so no column converges on a drifted recurrence. Not asked at the
   // iteration of a (re)start, whose residual is the true one: a breakdown there is final.
+  // When restarts from the true residual stop paying: a restart whose true residual is not below `progress` x the
+  // smallest at an earlier restart is unproductive, and `unproductive_limit` of them in a row end the column
+  // stagnated. Near the rounding floor each restart's recurrence claims again within a few iterations while
+  // b - A x stays put; a recurrence that merely drifted is brought down by its restart (poisson2d:4096's
+  // Jacobi-CG: 1.5x the tolerance at its first claim, converged at the second).
+  struct RestartRule {
+    static constexpr double progress = 0.5;
+    static constexpr int unproductive_limit = 3;
+  };
   struct Confirmation {
     double true_norm = 0;
     bool restarted = false;

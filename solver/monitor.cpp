@@ -16,6 +16,7 @@ const char* to_string(ColumnStatus s) {
     case ColumnStatus::non_finite: return "non-finite";
     case ColumnStatus::precond_not_positive: return "preconditioner-not-positive";
     case ColumnStatus::interrupted: return "interrupted";
+    case ColumnStatus::stagnated: return "stagnated";
   }
   return "?";
 }

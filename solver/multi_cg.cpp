@@ -23,15 +23,34 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   IterationEngine::Recurrences rec = e.recurrences(k, first_column);
   CgScalars* sc = rec.scalars.data();
   double* totals = sums.step_totals(k);  // null on one GPU: each step's kernel finishes its sums itself
-  timer.run("residual", spmm_bytes + 16.0 * nk, [&] {  // R = B - A X
-    if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
-    A.apply(-1.0, X, 1.0, R.data(), k, s);
-  });
-  e.result().operator_applies += 1, e.result().operator_columns += k;
-  timer.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });  // Z = M^-1 R
-  timer.run("cg-start", 24.0 * nk, [&] { launch_pcg_start(n, k, R.data(), Z.data(), P.data(), sc, ws, s, totals); });
-  sums.finish_step(timer, MultiCgStep::pcg_start, k, sc, s);  // p = z; rr, rz
+  // (re)start from the true residual: R = B - A X; Z = M^-1 R; P = Z; rr, rz. restart: the iteration count goes on.
+  auto start = [&](bool restart) {
+    timer.run("residual", spmm_bytes + 16.0 * nk, [&] {
+      if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
+      A.apply(-1.0, X, 1.0, R.data(), k, s);
+    });
+    e.result().operator_applies += 1, e.result().operator_columns += k;
+    timer.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });
+    timer.run("cg-start", 24.0 * nk, [&] { launch_pcg_start(n, k, R.data(), Z.data(), P.data(), sc, ws, s, totals, restart); });
+    sums.finish_step(timer, restart ? MultiCgStep::pcg_restart : MultiCgStep::pcg_start, k, sc, s);
+  };
+  start(false);
   double* pq = sums.dot_target(&sc->pq);  // k = 1: where p'q goes
+  // One recurrence's claims are confirmed by the true residual b - A X, which decides, and restarts the recurrence
+  // from itself when it lies above the tolerance (as cg's, below): the recursive residual of a long or
+  // ill-conditioned PCG drifts from the true one, which alone may say converged. (k > 1: the columns share the
+  // block's steps, and restarting one would restart all; their claims stand on the recursive residual.)
+  IterationEngine::ConfirmConverged confirm;
+  if (k == 1)
+    confirm = [&](int) {
+      start(true);
+      CgScalars h;
+      CHECK_CUDA(cudaMemcpyAsync(&h, sc, sizeof h, cudaMemcpyDeviceToHost, s));
+      sums.wait(s);
+      const bool restarted = h.status != kConverged;
+      e.result().residual_replacements += restarted;
+      return IterationEngine::Confirmation{std::sqrt(h.rr), restarted};
+    };
   e.run(rec, [&](KernelTimer& t) {
     if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
       bool fused_dot = true;
@@ -53,7 +72,7 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
       if (k == 1) launch_cg_update_p(n, P.data(), Z.data(), sc, s);
       else launch_multi_cg_update_p(n, k, P.data(), Z.data(), sc, s);
     });
-  });
+  }, confirm);
 }
 
 void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* dinv, const double* B, double* X, int k,

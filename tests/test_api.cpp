@@ -208,7 +208,8 @@ TEST(Options, NamesOfEveryStatusAndOfValuesOutsideTheLists) {
       {ColumnStatus::running, "running"},         {ColumnStatus::converged, "converged"},
       {ColumnStatus::deflated, "deflated"},       {ColumnStatus::max_iterations, "max-iterations"},
       {ColumnStatus::breakdown, "breakdown"},     {ColumnStatus::non_finite, "non-finite"},
-      {ColumnStatus::precond_not_positive, "preconditioner-not-positive"}, {ColumnStatus::interrupted, "interrupted"}};
+      {ColumnStatus::precond_not_positive, "preconditioner-not-positive"}, {ColumnStatus::interrupted, "interrupted"},
+      {ColumnStatus::stagnated, "stagnated"}};
   for (const auto& [s, name] : statuses) EXPECT_EQ(to_string(s), name);
   EXPECT_STREQ(to_string(static_cast<ColumnStatus>(99)), "?");
   EXPECT_STREQ(name_of(static_cast<SolverKind>(99)), "?");
@@ -225,7 +226,8 @@ TEST(Options, AllConvergedCountsConvergedAndDeflatedOnly) {
   r.columns[1].status = ColumnStatus::deflated;
   EXPECT_TRUE(r.all_converged());
   for (const ColumnStatus s : {ColumnStatus::running, ColumnStatus::max_iterations, ColumnStatus::breakdown,
-                               ColumnStatus::non_finite, ColumnStatus::precond_not_positive, ColumnStatus::interrupted}) {
+                               ColumnStatus::non_finite, ColumnStatus::precond_not_positive, ColumnStatus::interrupted,
+                               ColumnStatus::stagnated}) {
     r.columns[1].status = s;
     EXPECT_FALSE(r.all_converged()) << to_string(s);
   }

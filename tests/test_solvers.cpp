@@ -893,8 +893,9 @@ TEST_F(GpuSolver, KernelsWithoutAFusedDotTakeTheSeparateDot) {
 // The one-reduction recurrence's own stops: a planted negative M (r'M^-1 r < 0 at the start) stops it as
 // precond_not_positive before any step (x stays x0); with a tolerance below what rounding lets b - A x reach, its
 // recursive residual says converged while the true one does not, and every such claim is checked: the true
-// residual replaces the recursive one (counted), and the column ends at the iteration limit, never converged;
-// at a reachable tight tolerance on ill-conditioned files it converges with the host's ||b - A x|| within it.
+// residual replaces the recursive one (counted), and once restarts stop lowering it the column ends stagnated,
+// never converged and well before the iteration limit; at a reachable tight tolerance on ill-conditioned files it
+// converges with the host's ||b - A x|| within it.
 TEST_F(GpuSolver, OneReductionChecksItsConvergenceAndItsPreconditioner) {
   SolveOptions o = options(1e-8, 500);
   o.recurrence = CgRecurrence::one_reduction;
@@ -912,8 +913,12 @@ TEST_F(GpuSolver, OneReductionChecksItsConvergenceAndItsPreconditioner) {
     SolveOptions unreachable = options(1e-18, 40 * a.rows);
     unreachable.recurrence = CgRecurrence::one_reduction;
     const auto r = run("cg", a, b, unreachable);
-    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::max_iterations) << f << ": " << to_string(r.result.columns[0].status);
-    EXPECT_GE(r.result.residual_replacements, 1) << f;
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::stagnated) << f << ": " << to_string(r.result.columns[0].status);
+    EXPECT_GE(r.result.residual_replacements, IterationEngine::RestartRule::unproductive_limit) << f;
+    EXPECT_LT(r.result.columns[0].iterations, unreachable.stop.max_iterations / 2) << f;
+    // the residual it ends with is the host's ||b - A x|| (to the rounding of computing it), above the tolerance
+    const double true_norm = relative_residuals(a, r.x, b)[0] * r.result.columns[0].b_norm;
+    EXPECT_NEAR(r.result.columns[0].recursive_residual, true_norm, 2 * spcg::test::residual_rounding(a, r.x, b)[0]) << f;
     for (double v : r.x.data) ASSERT_TRUE(std::isfinite(v)) << f;
     SolveOptions tight = options(1e-10, 40 * a.rows);
     tight.recurrence = CgRecurrence::one_reduction;
@@ -921,6 +926,40 @@ TEST_F(GpuSolver, OneReductionChecksItsConvergenceAndItsPreconditioner) {
     ASSERT_EQ(t.result.columns[0].status, ColumnStatus::converged) << f << ": " << to_string(t.result.columns[0].status);
     // the device's ||b - A x|| judged it; the host's differs by the rounding of computing it
     EXPECT_LE(relative_residuals(a, t.x, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(a, t.x, b)[0] / t.result.columns[0].b_norm) << f;
+  }
+}
+
+// The general PCG (a V-cycle, a polynomial, block-Jacobi between the steps) confirms its claims as cg's
+// recurrences do: at a tolerance below what b - A x can reach its recursive residual claims convergence, the true
+// residual restarts it (counted), and it ends stagnated with its true residual, never converged, far inside the
+// iteration limit; at a reachable tight tolerance each converges with the host's ||b - A x|| within it.
+TEST_F(GpuSolver, GeneralPcgChecksItsConvergence) {
+  for (const char* f : {"bcsstk01.mtx", "nos4.mtx"}) {
+    const CsrMatrix a = read_matrix_market(spcg::test::input(f)).matrix;
+    const DenseBlock b = random_block(a.rows, 1, 75);
+    for (const Preconditioner p : {Preconditioner::amg, Preconditioner::chebyshev, Preconditioner::block_jacobi}) {
+      const std::string what = std::string(f) + " " + name_of(p);
+      SolverOptions so;
+      so.precond = p, so.precond_options.coarse_rows = 20;
+      so.iteration.stop = {1e-18, 0, 40 * a.rows};
+      Solver s(a, so);
+      DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+      const SolveResult r = s.solve(RhsKind::random, 1, 75, x);
+      std::printf("  %s at rtol 1e-18: %s after %d iterations, %d restarts, true residual %.3g\n", what.c_str(),
+                  to_string(r.columns[0].status), r.columns[0].iterations, r.residual_replacements,
+                  r.columns[0].recursive_residual / r.columns[0].b_norm);
+      ASSERT_EQ(r.columns[0].status, ColumnStatus::stagnated) << what << ": " << to_string(r.columns[0].status);
+      EXPECT_GE(r.residual_replacements, IterationEngine::RestartRule::unproductive_limit) << what;
+      EXPECT_LT(r.columns[0].iterations, so.iteration.stop.max_iterations / 2) << what;
+      const double true_norm = relative_residuals(a, x, b)[0] * r.columns[0].b_norm;
+      EXPECT_GT(true_norm, 1e-18 * r.columns[0].b_norm) << what;
+      EXPECT_NEAR(r.columns[0].recursive_residual, true_norm, 2 * spcg::test::residual_rounding(a, x, b)[0]) << what;
+      s.set_stop_rule({1e-10, 0, 40 * a.rows});
+      DenseBlock y(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+      const SolveResult t = s.solve(RhsKind::random, 1, 75, y);
+      ASSERT_EQ(t.columns[0].status, ColumnStatus::converged) << what << ": " << to_string(t.columns[0].status);
+      EXPECT_LE(relative_residuals(a, y, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(a, y, b)[0] / t.columns[0].b_norm) << what;
+    }
   }
 }
 

@@ -143,7 +143,7 @@ __global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const doub
 // r'z <= 0 stops (M not positive definite). rank_sums: write the totals there instead of finishing the columns.
 __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
                                       double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
-                                      unsigned* counter, bool z_given, double* rank_sums) {
+                                      unsigned* counter, bool z_given, double* rank_sums, bool restart) {
   extern __shared__ double smem[];
   __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
@@ -159,7 +159,7 @@ __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict
   if (rank_sums) {
     if (threadIdx.x < 2 * k) rank_sums[threadIdx.x] = red[threadIdx.x];
   } else if (threadIdx.x < k) {
-    start_column(s + threadIdx.x, red[threadIdx.x], red[k + threadIdx.x], z_given);
+    start_column(s + threadIdx.x, red[threadIdx.x], red[k + threadIdx.x], z_given, restart);
   }
   if (threadIdx.x == 0) *counter = 0;
 }
@@ -223,6 +223,7 @@ __global__ void multi_cg_finish_kernel(MultiCgStep step, int k, const double* __
     case MultiCgStep::start: start_column(c, sums[j], sums[k + j], false); break;
     case MultiCgStep::restart: start_column(c, sums[j], sums[k + j], false, /*keep_iteration=*/true); break;
     case MultiCgStep::pcg_start: start_column(c, sums[j], sums[k + j], true); break;  // z = M^-1 r given
+    case MultiCgStep::pcg_restart: start_column(c, sums[j], sums[k + j], true, /*keep_iteration=*/true); break;
     case MultiCgStep::pq: if (!c->done) c->pq = sums[j]; break;
     case MultiCgStep::update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], false); break;
     case MultiCgStep::pcg_update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], true); break;
@@ -281,7 +282,7 @@ void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false,
-      rank_sums);
+      rank_sums, false);
   CHECK_LAUNCH("multi-cg-start");
 }
 
@@ -309,11 +310,11 @@ void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScala
 }
 
 void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
-                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
+                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums, bool restart) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
       n, k, r, nullptr, const_cast<double*>(z), p, sc, const_cast<double*>(ws.partials.data()),
-      const_cast<unsigned*>(ws.counter.data()), true, rank_sums);
+      const_cast<unsigned*>(ws.counter.data()), true, rank_sums, restart);
   CHECK_LAUNCH("pcg-start");
 }
 

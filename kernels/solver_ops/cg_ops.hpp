@@ -58,7 +58,8 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
 // The steps whose totals cross the ranks: multi-cg's (start, pq, update-xr) and the general PCG's (its start with z
 // given, its update-xr that keeps rz, its r'z).
 // restart: start's totals from a true residual put back mid-solve (the iteration count kept).
-enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_start = 3, pcg_update_xr = 4, pcg_rz = 5, restart = 6 };
+enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_start = 3, pcg_update_xr = 4, pcg_rz = 5, restart = 6,
+                         pcg_restart = 7 };
 // Totals a step's kernel writes per column on several GPUs: p'q and r'z one; rr and rz two.
 constexpr int rank_totals_per_column(MultiCgStep step) {
   return step == MultiCgStep::pq || step == MultiCgStep::pcg_rz ? 1 : 2;
@@ -71,8 +72,9 @@ void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, cons
 // rank_sums (several GPUs): as the multi-cg steps', finished by launch_multi_cg_finish(pcg_start / pcg_update_xr /
 // pcg_rz, k, ...) after the sum over the ranks.
 // start: p = z; rr = r.r, rz = r.z per column; a column with rz <= 0 (and rr above its tolerance) stops.
+// restart: from a true residual put back mid-solve, the iteration count kept (several GPUs: MultiCgStep::pcg_restart).
 void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* s,
-                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
+                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr, bool restart = false);
 // alpha = rz / pq; x += alpha p; r -= alpha q; rr reduced; iteration += 1 and the status by rr (rz kept).
 void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* s,
                           const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);

@@ -286,7 +286,8 @@ class SolveResult:
     """What a solve reports, as the CLI prints it.
 
     Per column (arrays / lists of length k): status (str: converged, deflated, max-iterations, breakdown,
-    non-finite, preconditioner-not-positive, interrupted), iterations, b_norm, recursive_residual (the solver's own ||r||),
+    non-finite, preconditioner-not-positive, interrupted, stagnated: restarts from b - A x stopped lowering it
+    above the tolerance), iterations, b_norm, recursive_residual (the solver's own ||r||),
     true_residual (||b - A x|| recomputed at the end), relative_residual; columns (ColumnResult each).
     converged: every column converged (or deflated, block CG). solver: the iteration that ran ("cg", "eigen-cg"
     on the host, ...). backend ("gpu" or "host"), kernel and kernel_reason: the solver's. phases: [(name, ms)],
