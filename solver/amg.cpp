@@ -298,6 +298,9 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         const int64_t whole_rows = std::max<int64_t>(o.whole_level_rows, o.coarse_rows);
         L.next_held_whole = was ? was->next_held_whole
                                 : g.coarse_rows <= whole_rows || static_cast<int>(l) + 2 >= o.max_levels || stalled;
+        Level next;
+        next.global_rows = g.coarse_rows;
+        auto shared_csr = [](DeviceCsr&& m) { return std::make_shared<const DeviceCsr>(std::move(m)); };
         timed("level operators", [&] {
           if (o.smoother == AmgSmoother::l1_jacobi) {  // l1 over each row's every entry, its halo block's too
             const HaloRows h = L.dist->halo_rows();
@@ -307,27 +310,28 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
           } else {
             L.scale = smoother_scaling(o, a, std::move(dinv), s);
           }
-          Level next;
-          next.global_rows = g.coarse_rows;
-          auto shared_csr = [](DeviceCsr&& m) { return std::make_shared<const DeviceCsr>(std::move(m)); };
-          if (L.next_held_whole) {
-            // P x_c over the whole x_c; b_c = the sum over the ranks of each rank's P' res
-            const CsrMatrix whole = gather_coarse_level(*L.op, g, s);
-            next.a = upload_csr_shared(whole);
-            next.setup = std::make_unique<MatrixSetup>(next.a);
-            next.owned = whole_level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
-            next.op = next.owned.get();
-            L.r_setup = std::make_unique<MatrixSetup>(shared_csr(transpose(g.p, s)));
-            L.r = make_summed_transfer(level_operator(nullptr, *L.r_setup), *ranks);
-            L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.p)));
-            L.p = level_operator(nullptr, *L.p_setup);
-          } else {
-            // the rank's coarse rows split on the device into its local block and its halo block over the distinct
-            // outside columns (sorted: by owner, as the plan's slots are); the halo block and the plan on the host.
-            // A rank's failure here (memory, a check) reaches every rank before the next collective.
-            DeviceArray<int64_t> halo_columns;
-            ColumnSplit cs;
-            RankBlocks blocks;
+          if (!L.next_held_whole) return;
+          // P x_c over the whole x_c; b_c = the sum over the ranks of each rank's P' res
+          const CsrMatrix whole = gather_coarse_level(*L.op, g, s);
+          next.a = upload_csr_shared(whole);
+          next.setup = std::make_unique<MatrixSetup>(next.a);
+          next.owned = whole_level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
+          next.op = next.owned.get();
+          L.r_setup = std::make_unique<MatrixSetup>(shared_csr(transpose(g.p, s)));
+          L.r = make_summed_transfer(level_operator(nullptr, *L.r_setup), *ranks);
+          L.p_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.p)));
+          L.p = level_operator(nullptr, *L.p_setup);
+        });
+        if (!L.next_held_whole) {
+          // the rank's coarse rows split on the device into its local block and its halo block over the distinct
+          // outside columns (sorted: by owner, as the plan's slots are); the halo block and the plan on the host.
+          // A rank's failure here (memory, a check) reaches every rank before the next collective. Each step
+          // timed under its own name, and the wait for the slowest rank's Galerkin product apart.
+          DeviceArray<int64_t> halo_columns;
+          ColumnSplit cs;
+          RankBlocks blocks;
+          timed("coarse level over ranks: waiting", [&] { sum_over_ranks(*L.op, {0.0}, s); });
+          timed("coarse level over ranks: split", [&] {
             agree_over_ranks(ranks, [&] {
               halo_columns = columns_outside(g.coarse, g.first_coarse, g.own_coarse, s);
               cs = split_columns(g.coarse, g.first_coarse, g.own_coarse, halo_columns.data(),
@@ -336,7 +340,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
               coarse.first_row = g.coarse_first_row;
               blocks = halo_blocks(download_csr(cs.halo), halo_columns.download(), coarse, ranks->rank());
             });
-            check_plan_over_ranks(*L.op, blocks.plan, at);  // (collective: every rank's sends against its peers')
+          });
+          // (collective: every rank's sends against its peers')
+          timed("coarse level over ranks: plan", [&] { check_plan_over_ranks(*L.op, blocks.plan, at); });
+          timed("coarse level over ranks: operator", [&] {
             agree_over_ranks(ranks, [&] {
               next.dist_owned = std::make_unique<DistributedOperator>(shared_csr(std::move(cs.local)), std::move(blocks),
                                                                       *ranks, level_options);
@@ -346,6 +353,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
               next.op = next.owned ? next.owned.get() : next.dist;
               next.a = next.dist->local_setup().device_csr();
               next.first_row = g.first_coarse;
+            });
+          });
+          timed("coarse level over ranks: transfers", [&] {
+            agree_over_ranks(ranks, [&] {
               // P: the rank's own coarse columns, then the others as the coarse level's halo slots (every one is: A_c
               // couples each aggregate P reaches from a row to that row's own)
               ColumnSplit ps = split_columns(g.p, g.first_coarse, g.own_coarse, halo_columns.data(),
@@ -359,9 +370,9 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
               L.r_setup = std::make_unique<MatrixSetup>(shared_csr(std::move(g.r_own)));
               L.r = make_halo_transfer(level_operator(nullptr, *L.r_setup), g.r_halo, *L.dist, s);
             });
-          }
-          levels_.push_back(std::move(next));
-        });
+          });
+        }
+        levels_.push_back(std::move(next));
         continue;
       }
       DeviceCsr p;
