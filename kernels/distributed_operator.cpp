@@ -44,21 +44,27 @@ DistributedOperator::DistributedOperator(RankBlocks blocks, Communicator& comm, 
   set_up(options);
 }
 
-DistributedOperator::DistributedOperator(std::shared_ptr<const DeviceCsr> local, RankBlocks blocks, Communicator& comm,
-                                         const OperatorOptions& options)
-    : LinearOperator(local->rows, local->cols, local->nnz), blocks_(std::move(blocks)), comm_(comm) {
-  if (local->rows != blocks_.rows() || blocks_.halo.rows != local->rows)
-    throw Error("distributed operator: the device block's rows are not the blocks'");
+DistributedOperator::DistributedOperator(std::shared_ptr<const DeviceCsr> local, CompressedRows halo, HaloPlan plan,
+                                         GlobalIndex row_begin, int rank, Communicator& comm, const OperatorOptions& options)
+    : LinearOperator(local->rows, local->cols, local->nnz), comm_(comm) {
+  if (halo.rows != static_cast<int32_t>(halo.ids.size()) || halo.row_ptr.size() != halo.ids.size() + 1)
+    throw Error("distributed operator: the device halo rows are inconsistent");
+  blocks_.rank = rank, blocks_.row_begin = row_begin, blocks_.row_end = row_begin + local->rows;
+  blocks_.plan = std::move(plan);
   local_setup_ = std::make_unique<MatrixSetup>(std::move(local));
-  set_up(options);
+  set_up(options, &halo);
 }
 
-void DistributedOperator::set_up(const OperatorOptions& options) {
+void DistributedOperator::set_up(const OperatorOptions& options, CompressedRows* halo) {
   collective_ = true;
-  nnz_ += blocks_.halo.nnz();
   local_op_ = make_operator("auto", *local_setup_, options);
   info_ = local_op_->setup_info();
-  {  // the halo block without its empty rows
+  if (halo) {
+    nnz_ += static_cast<int64_t>(halo->cols.size());
+    halo_row_ids_ = std::move(halo->ids), halo_row_ptr_ = std::move(halo->row_ptr);
+    halo_cols_ = std::move(halo->cols), halo_values_ = std::move(halo->values);
+  } else {  // the halo block without its empty rows
+    nnz_ += blocks_.halo.nnz();
     const CsrMatrix& h = blocks_.halo;
     std::vector<int32_t> ids, ptr{0}, cols;
     std::vector<double> vals;

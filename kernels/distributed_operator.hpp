@@ -26,10 +26,11 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
  public:
   // Takes the blocks over (the setups read them: a rank's share of a large system is not copied).
   DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options = {});
-  // The same with the local block already on the device (AMG's coarse levels, made there): `blocks` holds the halo
-  // block and the plan, its local block is left empty.
-  DistributedOperator(std::shared_ptr<const DeviceCsr> local, RankBlocks blocks, Communicator& comm,
-                      const OperatorOptions& options = {});
+  // The same with both blocks already on the device (AMG's coarse levels, split there): the local block, the halo
+  // block's rows that hold entries, and the plan (spcg/partition.hpp's halo_plan); the rank's rows start at
+  // row_begin. blocks() then holds the row range and the plan, its local and halo blocks empty.
+  DistributedOperator(std::shared_ptr<const DeviceCsr> local, CompressedRows halo, HaloPlan plan, GlobalIndex row_begin,
+                      int rank, Communicator& comm, const OperatorOptions& options = {});
   ~DistributedOperator() override;
   DistributedOperator(const DistributedOperator&) = delete;
   DistributedOperator& operator=(const DistributedOperator&) = delete;
@@ -69,7 +70,7 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   std::unique_ptr<LinearOperator> fp32_view(const OperatorOptions& options) const;
   bool copy_is_exact() const override { return fp32_exact_; }  // exact: every value (on every rank) an FP32 number
   const MatrixSetup& local_setup() const { return *local_setup_; }  // its device CSR and statistics
-  const RankBlocks& blocks() const { return blocks_; }  // (local empty when made from a device block)
+  const RankBlocks& blocks() const { return blocks_; }  // (local and halo empty when made from device blocks)
 
   // The exchange alone, for what travels with this operator's halo plan (AMG's transfers and its setup):
   // x's halo (halo_slots x k, row-major, the plan's slot order) in a buffer of this operator's that stays valid
@@ -97,7 +98,8 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   void apply_around(const double* x, double alpha, double* y, int k, const DotSink* sink, cudaStream_t s,
                     const std::function<bool()>& local) const;
   void grow_buffers(int k, cudaStream_t s) const;  // the send and halo buffers for width k
-  void set_up(const OperatorOptions& options);     // after local_setup_: the kernel, the halo rows, the plan
+  // after local_setup_: the kernel, the halo rows (given, or compressed from blocks_.halo), the plan
+  void set_up(const OperatorOptions& options, CompressedRows* halo = nullptr);
   // y = alpha (local x_local + A_halo x_halo) + beta y, with `local` the rank's block kernel (FP64 or its copy)
   void apply_with_local(const LinearOperator& local, double alpha, const double* x, double beta, double* y, int k,
                         cudaStream_t s) const;

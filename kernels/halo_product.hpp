@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/device_array.hpp"
 #include "kernels/linear_operator.hpp"
 
 namespace spcg {
@@ -17,6 +18,14 @@ struct HaloRows {
   const int32_t* row_ptr = nullptr;  // rows + 1
   const int32_t* cols = nullptr;
   const double* values = nullptr;
+};
+
+// The same arrays owned: a halo block's rows that hold entries, their indices and a CSR over them.
+struct CompressedRows {
+  int32_t rows = 0;
+  DeviceArray<int32_t> ids, row_ptr, cols;
+  DeviceArray<double> values;
+  HaloRows view() const { return {rows, ids.data(), row_ptr.data(), cols.data(), values.data()}; }
 };
 
 // y[row_ids[i], :] += alpha * H(i, :) x_halo for the n x k blocks. sink (k = 1): *sink->result +=

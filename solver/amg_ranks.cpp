@@ -154,10 +154,11 @@ RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& loc
   }
   const DeviceCsr p_halo = step(kExchange, [&] { return halo_rows_of(fine, p, s); });
   // A P: the rank's rows (the largest piece: never copied)
+  DeviceCsr p_ext = step(kReshape, [&] { return stack_rows(p, p_halo, s); });
   DeviceCsr ap = step("galerkin over ranks: A P", [&] {
-    DeviceCsr p_ext = stack_rows(p, p_halo, s);
     return product(a_ext, p_ext, nullptr, nullptr, 1.0, "A P", g, s);
   });
+  p_ext = DeviceCsr();
   a_ext = DeviceCsr();
   const DeviceCsr ap_halo = step(kExchange, [&] { return halo_rows_of(fine, ap, s); });
   // R = P' on the rank's coarse rows, over its own fine rows and over its halo rows; its rows of P' A P =

@@ -226,40 +226,59 @@ namespace {
 
 // The sends by structural symmetry: peer q needs x_i exactly when row i has a column that q owns (read off the
 // halo block).
-void sends_by_symmetry(RankBlocks& rb, const RowPartition& p) {
+// The sends by structural symmetry: peer q needs x_i exactly when row i has a column q owns. for_each_row(visit)
+// calls visit(i, slots, count) for the rows that hold halo entries, i increasing, each row's slots sorted.
+template <class ForEachRow>
+void sends_by_symmetry(HaloPlan& plan, const RowPartition& p, ForEachRow&& for_each_row) {
   std::vector<std::vector<int32_t>> to(static_cast<size_t>(p.ranks()));
-  const CsrMatrix& h = rb.halo;
-  for (int32_t i = 0; i < h.rows; ++i) {
+  for_each_row([&](int32_t i, const int32_t* slots, int64_t count) {
     int last = -1;
-    for (RowOffset k = h.row_ptr[i]; k < h.row_ptr[i + 1]; ++k) {  // sorted columns: owners in increasing order
-      const int q = p.owner(rb.plan.halo_columns[static_cast<size_t>(h.col_idx[k])]);
+    for (int64_t k = 0; k < count; ++k) {  // sorted slots: owners in increasing order
+      const int q = p.owner(plan.halo_columns[static_cast<size_t>(slots[k])]);
       if (q != last) to[static_cast<size_t>(q)].push_back(i), last = q;
     }
-  }
+  });
   for (int q = 0; q < p.ranks(); ++q)
-    if (!to[static_cast<size_t>(q)].empty()) rb.plan.send.push_back({q, std::move(to[static_cast<size_t>(q)])});
+    if (!to[static_cast<size_t>(q)].empty()) plan.send.push_back({q, std::move(to[static_cast<size_t>(q)])});
+}
+
+void sends_by_symmetry(RankBlocks& rb, const RowPartition& p) {
+  const CsrMatrix& h = rb.halo;
+  sends_by_symmetry(rb.plan, p, [&](auto&& visit) {
+    for (int32_t i = 0; i < h.rows; ++i)
+      if (h.row_ptr[i + 1] > h.row_ptr[i]) visit(i, h.col_idx.data() + h.row_ptr[i], h.row_ptr[i + 1] - h.row_ptr[i]);
+  });
 }
 
 }  // namespace
 
-RankBlocks halo_blocks(CsrMatrix halo, std::vector<GlobalIndex> halo_columns, const RowPartition& p, int rank) {
-  check_partition(p, p.first_row.back(), rank, "halo_blocks");
-  if (halo.rows != p.end(rank) - p.begin(rank) || halo.cols != static_cast<int32_t>(halo_columns.size()))
-    throw Error("halo_blocks: a halo block of " + std::to_string(halo.rows) + " x " + std::to_string(halo.cols) +
-                " for rank " + std::to_string(rank) + "'s " + std::to_string(p.end(rank) - p.begin(rank)) + " rows and " +
-                std::to_string(halo_columns.size()) + " halo columns");
+HaloPlan halo_plan(const HeldRows& halo, std::vector<GlobalIndex> halo_columns, const RowPartition& p, int rank) {
+  check_partition(p, p.first_row.back(), rank, "halo_plan");
+  const size_t held = halo.ids.size();
+  if (halo.rows != p.end(rank) - p.begin(rank) || halo.row_ptr.size() != held + 1 || halo.row_ptr.front() != 0 ||
+      static_cast<size_t>(halo.row_ptr.back()) != halo.cols.size())
+    throw Error("halo_plan: held rows of a " + std::to_string(halo.rows) + "-row halo block for rank " + std::to_string(rank) +
+                "'s " + std::to_string(p.end(rank) - p.begin(rank)) + " rows, or their CSR inconsistent");
   if (!std::is_sorted(halo_columns.begin(), halo_columns.end()) ||
       std::adjacent_find(halo_columns.begin(), halo_columns.end()) != halo_columns.end())
-    throw Error("halo_blocks: the halo columns are not sorted and distinct");
+    throw Error("halo_plan: the halo columns are not sorted and distinct");
   for (GlobalIndex c : halo_columns)
-    if (c >= p.begin(rank) && c < p.end(rank)) throw Error("halo_blocks: halo column " + std::to_string(c) + " is the rank's own");
-  RankBlocks rb;
-  rb.rank = rank, rb.row_begin = p.begin(rank), rb.row_end = p.end(rank);
-  rb.halo = std::move(halo);
-  rb.plan.halo_columns = std::move(halo_columns);
-  receives_by_owner(rb.plan, p);
-  sends_by_symmetry(rb, p);
-  return rb;
+    if (c >= p.begin(rank) && c < p.end(rank)) throw Error("halo_plan: halo column " + std::to_string(c) + " is the rank's own");
+  for (size_t j = 0; j < held; ++j) {
+    if (halo.ids[j] < 0 || halo.ids[j] >= halo.rows || (j > 0 && halo.ids[j] <= halo.ids[j - 1]))
+      throw Error("halo_plan: held row " + std::to_string(halo.ids[j]) + " out of order or outside the block");
+    for (int32_t k = halo.row_ptr[j]; k < halo.row_ptr[j + 1]; ++k)
+      if (halo.cols[static_cast<size_t>(k)] < 0 || static_cast<size_t>(halo.cols[static_cast<size_t>(k)]) >= halo_columns.size())
+        throw Error("halo_plan: row " + std::to_string(halo.ids[j]) + " uses halo slot " + std::to_string(halo.cols[static_cast<size_t>(k)]) +
+                    " of " + std::to_string(halo_columns.size()));
+  }
+  HaloPlan plan;
+  plan.halo_columns = std::move(halo_columns);
+  receives_by_owner(plan, p);
+  sends_by_symmetry(plan, p, [&](auto&& visit) {
+    for (size_t j = 0; j < held; ++j) visit(halo.ids[j], halo.cols.data() + halo.row_ptr[j], halo.row_ptr[j + 1] - halo.row_ptr[j]);
+  });
+  return plan;
 }
 
 RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank) {

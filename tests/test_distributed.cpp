@@ -245,10 +245,21 @@ TEST(RankRows, GeneratedShareWindowEqualsTheWideRows) {
 
 // The even partition of a system past 2^31 rows: exact boundaries (rows * r / ranks, worked out without overflow),
 // owners on both sides of 2^31, and a rank whose rows would pass int32 refused before anything is made.
-// halo_blocks (a rank's halo block and plan from its halo alone, AMG's coarse levels) gives what the whole rows'
-// split gives: the same halo block, halo columns, receives and sends, on 1, 2, 3 and 5 ranks; inconsistent input
-// is refused.
-TEST(RankRows, HaloBlocksAloneAreTheSplitsHaloAndPlan) {
+// halo_plan (a rank's plan from its halo block's held rows alone, AMG's coarse levels) gives what the whole rows'
+// split gives: the same halo columns, receives and sends, on 1, 2, 3 and 5 ranks; inconsistent input is refused.
+HeldRows held_rows(const CsrMatrix& halo) {
+  HeldRows h;
+  h.rows = halo.rows;
+  for (int32_t i = 0; i < halo.rows; ++i) {
+    if (halo.row_ptr[i + 1] == halo.row_ptr[i]) continue;
+    h.ids.push_back(i);
+    h.cols.insert(h.cols.end(), halo.col_idx.begin() + halo.row_ptr[i], halo.col_idx.begin() + halo.row_ptr[i + 1]);
+    h.row_ptr.push_back(static_cast<int32_t>(h.cols.size()));
+  }
+  return h;
+}
+
+TEST(RankRows, HaloPlanAloneIsTheSplitsPlan) {
   for (const std::string spec : {"poisson2d:17", "jump3d:7", "poisson3d27:5"}) {
     const CsrMatrix a = generate(spec);
     for (const int size : {1, 2, 3, 5}) {
@@ -256,27 +267,33 @@ TEST(RankRows, HaloBlocksAloneAreTheSplitsHaloAndPlan) {
       for (int r = 0; r < size; ++r) {
         const std::string what = spec + " rank " + std::to_string(r) + " of " + std::to_string(size);
         const RankBlocks whole = rank_blocks(a, p, r);
-        const RankBlocks alone = halo_blocks(whole.halo, whole.plan.halo_columns, p, r);
-        EXPECT_EQ(alone.row_begin, whole.row_begin) << what;
-        EXPECT_EQ(alone.row_end, whole.row_end) << what;
-        expect_same_csr(alone.halo, whole.halo, what);
-        EXPECT_EQ(alone.plan.halo_columns, whole.plan.halo_columns) << what;
-        ASSERT_EQ(alone.plan.receive.size(), whole.plan.receive.size()) << what;
+        const HeldRows held = held_rows(whole.halo);
+        const HaloPlan alone_plan = halo_plan(held, whole.plan.halo_columns, p, r);
+        EXPECT_EQ(alone_plan.halo_columns, whole.plan.halo_columns) << what;
+        ASSERT_EQ(alone_plan.receive.size(), whole.plan.receive.size()) << what;
         for (size_t i = 0; i < whole.plan.receive.size(); ++i) {
-          EXPECT_EQ(alone.plan.receive[i].peer, whole.plan.receive[i].peer) << what;
-          EXPECT_EQ(alone.plan.receive[i].columns, whole.plan.receive[i].columns) << what;
+          EXPECT_EQ(alone_plan.receive[i].peer, whole.plan.receive[i].peer) << what;
+          EXPECT_EQ(alone_plan.receive[i].columns, whole.plan.receive[i].columns) << what;
         }
-        ASSERT_EQ(alone.plan.send.size(), whole.plan.send.size()) << what;
+        ASSERT_EQ(alone_plan.send.size(), whole.plan.send.size()) << what;
         for (size_t i = 0; i < whole.plan.send.size(); ++i) {
-          EXPECT_EQ(alone.plan.send[i].peer, whole.plan.send[i].peer) << what;
-          EXPECT_EQ(alone.plan.send[i].rows, whole.plan.send[i].rows) << what;
+          EXPECT_EQ(alone_plan.send[i].peer, whole.plan.send[i].peer) << what;
+          EXPECT_EQ(alone_plan.send[i].rows, whole.plan.send[i].rows) << what;
         }
         if (!whole.plan.halo_columns.empty()) {
           std::vector<GlobalIndex> unsorted = whole.plan.halo_columns;
           std::reverse(unsorted.begin(), unsorted.end());
-          if (unsorted.size() > 1) EXPECT_THROW(halo_blocks(whole.halo, unsorted, p, r), Error) << what;
-          std::vector<GlobalIndex> fewer(whole.plan.halo_columns.begin() + 1, whole.plan.halo_columns.end());
-          EXPECT_THROW(halo_blocks(whole.halo, fewer, p, r), Error) << what;
+          if (unsorted.size() > 1) EXPECT_THROW(halo_plan(held, unsorted, p, r), Error) << what;
+          std::vector<GlobalIndex> fewer(whole.plan.halo_columns.begin(), whole.plan.halo_columns.end() - 1);
+          EXPECT_THROW(halo_plan(held, fewer, p, r), Error) << what;  // a slot the rows use has no column
+          HeldRows shuffled = held;
+          if (shuffled.ids.size() > 1) {
+            std::swap(shuffled.ids.front(), shuffled.ids.back());
+            EXPECT_THROW(halo_plan(shuffled, whole.plan.halo_columns, p, r), Error) << what;
+          }
+          HeldRows shorter = held;
+          shorter.rows -= 1;
+          EXPECT_THROW(halo_plan(shorter, whole.plan.halo_columns, p, r), Error) << what;
         }
       }
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/device_formats.hpp"
+#include "kernels/halo_product.hpp"
 
 namespace spcg {
 
@@ -45,12 +46,7 @@ ColumnSplit split_columns(const DeviceCsr& m, int64_t own_begin, int32_t own_cou
 // The distinct columns of m outside [own_begin, own_begin + own_count), sorted: a level's halo columns.
 DeviceArray<int64_t> columns_outside(const DeviceCsr& m, int64_t own_begin, int32_t own_count, cudaStream_t s);
 
-// m's rows that hold entries, for kernels/halo_product.hpp's HaloRows: their indices and a CSR over them.
-struct CompressedRows {
-  int32_t rows = 0;
-  DeviceArray<int32_t> ids, row_ptr, cols;
-  DeviceArray<double> values;
-};
+// m's rows that hold entries (kernels/halo_product.hpp's CompressedRows).
 CompressedRows compress_rows(const DeviceCsr& m, cudaStream_t s);
 
 }  // namespace spcg

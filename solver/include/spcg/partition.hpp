@@ -90,10 +90,17 @@ RankBlocks rank_blocks(const CsrMatrix& a, const RowPartition& p, int rank);
 // structurally symmetric A (every SPD matrix): peer q needs x_i exactly when row i has a column q owns.
 // The rows are taken over (their values become the local block's: no copy of a rank's share).
 RankBlocks rank_blocks_from_rows(GlobalRows rows, const RowPartition& p, int rank);
-// A rank's halo block and plan alone (its local block made elsewhere: AMG's coarse levels, split on the device):
-// `halo` the rank's rows over the slots of halo_columns (sorted, distinct, none the rank's own), the receives
-// grouped by owner, the sends by structural symmetry (as rank_blocks_from_rows').
-RankBlocks halo_blocks(CsrMatrix halo, std::vector<GlobalIndex> halo_columns, const RowPartition& p, int rank);
+// A halo block's rows that hold entries, on the host: their local row indices (increasing) and a CSR over them
+// whose columns are halo slots (what a rank's halo block split on the device downloads as: a coarse level's
+// millions of rows hold a few hundred thousand halo rows).
+struct HeldRows {
+  int32_t rows = 0;  // the rank's rows: the block's height
+  std::vector<int32_t> ids, row_ptr{0}, cols;
+};
+// A rank's plan from its halo block's held rows alone (its blocks made elsewhere: AMG's coarse levels, split on the
+// device): the slots of halo_columns (sorted, distinct, none the rank's own, one for every slot the rows use), the
+// receives grouped by owner, the sends by structural symmetry (as rank_blocks_from_rows').
+HaloPlan halo_plan(const HeldRows& halo, std::vector<GlobalIndex> halo_columns, const RowPartition& p, int rank);
 // The same from rows whose global columns are 32-bit (rows.cols = the whole matrix's, which fits int32: a file's),
 // split in place: no array of the rows is copied but the halo's.
 RankBlocks rank_blocks_from_rows(CsrMatrix rows, const RowPartition& p, int rank);
