@@ -217,6 +217,8 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("amg-whole-rows", po::value<int64_t>()->default_value(pc.whole_level_rows),
        "amg on several GPUs: a coarse level of at most this many rows is held whole by every rank (below it, each "
        "rank's redundant copy); a larger one stays split over the ranks")
+      ("smoothing-apart", "amg, chebyshev: run the smoother's steps apart from the product (the same bits, 16 B a row "
+       "more a step), where a kernel would fuse them")
       ("vector-ops", enum_value(it.vector_ops), (choices<VectorOps>() + " (thrust: the reference path of cg)").c_str())
       ("x0", po::value<std::string>(), "initial guess (Matrix Market); default zero")
       ("output", po::value<std::string>(), "write the solution x (Matrix Market array)")
@@ -293,6 +295,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
   po_.smoother_degree = vm["amg-sweeps"].as<int>();
   po_.coarse_rows = vm["amg-coarse-rows"].as<int>();
   po_.whole_level_rows = vm["amg-whole-rows"].as<int64_t>();
+  po_.fuse_smoothing = vm.count("smoothing-apart") == 0;
   po_.smoother_ratio = vm["amg-smoother-ratio"].as<double>();
   po_.prolongator_smoothings = vm["amg-p-smoothings"].as<int>();
   po_.prolongator_omega = vm["amg-omega"].as<double>();

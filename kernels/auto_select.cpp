@@ -152,8 +152,8 @@ class AutoOperator final : public LinearOperator,
     return ::spcg::apply_with_dot(*spmv_, x, y, sink, s);
   }
   bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                      double c2, cudaStream_t s) const override {
-    return ::spcg::smoothing_step(*spmv_, d_in, d_out, res, x, scale, c1, c2, s);
+                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+    return ::spcg::smoothing_step(*spmv_, d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
   }
   bool offers_smoothing_step() const override { return ::spcg::offers_smoothing_step(*spmv_); }
 

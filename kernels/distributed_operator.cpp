@@ -5,13 +5,15 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/halo_product.hpp"
 #include "kernels/nvtx.hpp"
+#include "kernels/precond/precond_ops.hpp"
 #include "kernels/registry.hpp"
 #include "kernels/solver_ops/vector_ops.hpp"
 
 namespace spcg {
 
 // The rank's product with the local block's FP32 copy: the same exchange and FP64 halo product around it.
-class DistributedOperator::Fp32View final : public LinearOperator, public FusedDotProduct, public RankShare {
+class DistributedOperator::Fp32View final : public LinearOperator, public FusedDotProduct, public FusedSmoothing,
+                                            public RankShare {
  public:
   Fp32View(const DistributedOperator& parent, std::unique_ptr<LinearOperator> local32)
       : LinearOperator(parent.rows(), parent.cols(), parent.nnz()), parent_(parent), local32_(std::move(local32)) {
@@ -25,6 +27,13 @@ class DistributedOperator::Fp32View final : public LinearOperator, public FusedD
   }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     return parent_.apply_with_dot_local(*local32_, x, y, sink, s);
+  }
+  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
+                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+    return parent_.smoothing_step_local(*local32_, d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
+  }
+  bool offers_smoothing_step() const override {
+    return parent_.offers_smoothing_step() && ::spcg::offers_smoothing_step(*local32_);
   }
   Communicator& communicator() const override { return parent_.communicator(); }
 
@@ -89,6 +98,12 @@ void DistributedOperator::set_up(const OperatorOptions& options, CompressedRows*
   for (const HaloPlan::Receive& t : blocks_.plan.receive) {
     receive_peers_.push_back({t.peer, halo_slots_, t.columns.size()});
     halo_slots_ += t.columns.size();
+  }
+  if (rows_ > 0 && ::spcg::offers_smoothing_step(*local_op_)) {  // the rows a fused smoothing step leaves apart
+    halo_row_mask_ = DeviceArray<uint8_t>(static_cast<size_t>(rows_), "halo row mask");
+    halo_row_mask_.zero();
+    launch_mark_rows(halo_rows(), halo_row_mask_.data(), nullptr);
+    CHECK_CUDA(cudaStreamSynchronize(nullptr));
   }
   CHECK_CUDA(cudaStreamCreateWithFlags(&exchange_stream_, cudaStreamNonBlocking));
   CHECK_CUDA(cudaEventCreateWithFlags(&packed_, cudaEventDisableTiming));
@@ -196,6 +211,30 @@ bool DistributedOperator::apply_with_dot_local(const LinearOperator& local, cons
     return fused;  // the halo product adds p'(A_halo p_halo)
   });
   return fused;
+}
+
+bool DistributedOperator::smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale,
+                                         double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const {
+  return smoothing_step_local(*local_op_, d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
+}
+
+bool DistributedOperator::smoothing_step_local(const LinearOperator& local, const double* d_in, double* d_out,
+                                               double* res, double* x, const double* scale, double c1, double c2,
+                                               cudaStream_t s, const uint8_t* rows_apart) const {
+  // (a caller's own rows apart on top of the halo rows: not offered, it runs the step apart)
+  if (rows_apart || !offers_smoothing_step() || !::spcg::offers_smoothing_step(local)) return false;
+  // res -= A_local d_in, the step on every row without halo entries; then res -= A_halo d_halo on those with
+  bool fused = true;
+  apply_around(d_in, -1.0, res, 1, nullptr, s, [&] {
+    fused = ::spcg::smoothing_step(local, d_in, d_out, res, x, scale, c1, c2, s, halo_row_mask_.data());
+    if (!fused) local.apply(-1.0, d_in, 1.0, res, 1, s);
+    return false;
+  });
+  if (!fused) throw Error("distributed smoothing step: the local kernel declined a step it offers");
+  // their step, now that their res is whole
+  launch_chebyshev_rows(static_cast<int32_t>(halo_row_ids_.size()), halo_row_ids_.data(), scale, res, d_in, d_out, x,
+                        c1, c2, s);
+  return true;
 }
 
 bool DistributedOperator::make_fp32_copy(const OperatorOptions& options, bool exact) {

@@ -22,7 +22,8 @@
 
 namespace spcg {
 
-class DistributedOperator final : public LinearOperator, public FusedDotProduct, public RankShare, public IterationCopy {
+class DistributedOperator final : public LinearOperator, public FusedDotProduct, public FusedSmoothing, public RankShare,
+                                  public IterationCopy {
  public:
   // Takes the blocks over (the setups read them: a rank's share of a large system is not copied).
   DistributedOperator(RankBlocks blocks, Communicator& comm, const OperatorOptions& options = {});
@@ -54,6 +55,12 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // y = A x and *sink.result = x'y (this rank's rows), with the exchange; false when the local kernel has no
   // fused epilogue (y is then made, and the caller runs its dot).
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override;
+  // A smoothing step (kernels/linear_operator.hpp) with the exchange around it: the local kernel's fused step on
+  // every row but those with halo entries, which it leaves at res - A_local d_in; then the halo product on them and
+  // their step apart. Each row's arithmetic is that of the product and the step run apart, so the same bits.
+  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
+                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override;
+  bool offers_smoothing_step() const override { return halo_row_mask_.size() > 0; }  // (where the local kernel does)
   // One exchange at width k and one sum of 2k values (a step's largest), on zeros: NCCL connects a peer's channels
   // on its first send/receive and a collective's on its first call, which would otherwise land in the first solve
   // (measured on 4 GPUs: docs/perf-notes.md). Collective: every rank calls it. Buffers for width k stay.
@@ -105,6 +112,8 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
                         cudaStream_t s) const;
   bool apply_with_dot_local(const LinearOperator& local, const double* x, double* y, const DotSink& sink,
                             cudaStream_t s) const;
+  bool smoothing_step_local(const LinearOperator& local, const double* d_in, double* d_out, double* res, double* x,
+                            const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const;
   class Fp32View;
   std::unique_ptr<Fp32View> fp32_;
   bool fp32_exact_ = false;
@@ -115,6 +124,7 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   std::unique_ptr<LinearOperator> local_op_;
   DeviceArray<int32_t> halo_row_ids_, halo_row_ptr_, halo_cols_;  // the halo block's non-empty rows
   DeviceArray<double> halo_values_;
+  DeviceArray<uint8_t> halo_row_mask_;  // 1 on the halo rows, where the local kernel fuses smoothing steps
   Communicator& comm_;
   DeviceArray<int32_t> send_rows_;  // every peer's rows, in the plan's order
   size_t halo_slots_ = 0;

@@ -39,6 +39,17 @@ __global__ void halo_product_kernel(int32_t halo_rows, int k, const int32_t* __r
 
 }  // namespace
 
+__global__ void mark_rows_kernel(int32_t rows, const int32_t* __restrict__ row_ids, uint8_t* __restrict__ mask) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x)
+    mask[row_ids[i]] = 1;
+}
+
+void launch_mark_rows(const HaloRows& h, uint8_t* mask, cudaStream_t s) {
+  if (h.rows == 0) return;
+  mark_rows_kernel<<<grid_stride_blocks(h.rows, HaloTuning::threads), HaloTuning::threads, 0, s>>>(h.rows, h.row_ids, mask);
+  CHECK_LAUNCH("mark-rows");
+}
+
 void launch_halo_product(const HaloRows& h, int k, const double* x_halo, double alpha, double* y, const double* x_local,
                          const DotSink* sink, cudaStream_t s) {
   if (h.rows == 0 || k == 0) return;  // nothing to add (the dot's first part stands)

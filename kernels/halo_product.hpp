@@ -28,6 +28,10 @@ struct CompressedRows {
   HaloRows view() const { return {rows, ids.data(), row_ptr.data(), cols.data(), values.data()}; }
 };
 
+// mask[row_ids[i]] = 1 for the held rows (mask: the rank's rows, zeroed by the caller): the rows a fused smoothing
+// step leaves apart (kernels/linear_operator.hpp's FusedSmoothing).
+void launch_mark_rows(const HaloRows& h, uint8_t* mask, cudaStream_t s);
+
 // y[row_ids[i], :] += alpha * H(i, :) x_halo for the n x k blocks. sink (k = 1): *sink->result +=
 // sum_i x_local[row_ids[i]] * (alpha H x_halo)_i, deterministic.
 void launch_halo_product(const HaloRows& h, int k, const double* x_halo, double alpha, double* y, const double* x_local,

@@ -41,9 +41,9 @@ bool offers_smoothing_step(const LinearOperator& A) {
 }
 
 bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, double* x,
-                    const double* scale, double c1, double c2, cudaStream_t s) {
+                    const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) {
   return offers_smoothing_step(A) &&
-         dynamic_cast<const FusedSmoothing&>(A).smoothing_step(d_in, d_out, res, x, scale, c1, c2, s);
+         dynamic_cast<const FusedSmoothing&>(A).smoothing_step(d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
 }
 
 const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A) {

@@ -96,19 +96,21 @@ class FusedDotProduct {
 //   res <- res - A d_in;   d_out = c1 d_in + c2 S res;   x <- x + d_out
 // with the arithmetic of the product (alpha -1, beta 1) and launch_chebyshev_step run apart, so the same bits; it
 // saves the step's second pass over res and d (16 bytes a row). d_out must not alias d_in (other rows' products
-// read d_in). Returns false where the operator offers none for this shape (the caller runs the two apart).
+// read d_in). rows_apart (null: none): rows whose step the caller finishes, where only res is written (a rank's
+// rows with halo entries, whose res is final after the halo product). Returns false where the operator offers none
+// for this shape (the caller runs the two apart).
 class FusedSmoothing {
  public:
   virtual ~FusedSmoothing() = default;
   virtual bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                              double c2, cudaStream_t stream) const = 0;
+                              double c2, cudaStream_t stream, const uint8_t* rows_apart = nullptr) const = 0;
   virtual bool offers_smoothing_step() const { return true; }  // (a wrapper: whether its kernel does)
 };
 // Whether A runs smoothing_step fused (square, with rows and entries).
 bool offers_smoothing_step(const LinearOperator& A);
 // The step fused where A offers it; returns whether it did (nothing run when not).
 bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, double* x,
-                    const double* scale, double c1, double c2, cudaStream_t stream);
+                    const double* scale, double c1, double c2, cudaStream_t stream, const uint8_t* rows_apart = nullptr);
 
 // A's layout for the one-launch persistent CG (cg_persistent.hpp), kept by operators of small systems (auto).
 class PersistentCgLayout {

@@ -312,8 +312,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
           }
           if (!L.next_held_whole) return;
           // P x_c over the whole x_c; b_c = the sum over the ranks of each rank's P' res
-          const CsrMatrix whole = gather_coarse_level(*L.op, g, s);
-          next.a = upload_csr_shared(whole);
+          next.a = std::make_shared<const DeviceCsr>(gather_coarse_level(*L.op, g, s));
           next.setup = std::make_unique<MatrixSetup>(next.a);
           next.owned = whole_level_operator(was ? kept->levels_[l + 1].owned.get() : nullptr, *next.setup);
           next.op = next.owned.get();

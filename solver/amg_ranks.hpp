@@ -53,9 +53,9 @@ RankGalerkin rank_galerkin(const DistributedOperator& fine, const DeviceCsr& loc
 // they differ (an exchange would wait or read rows never sent). `at` names the level. Collective.
 void check_plan_over_ranks(const LinearOperator& over, const HaloPlan& plan, const std::string& at);
 
-// The whole coarse level on every rank from each rank's rows of it (g.coarse): the rows gathered over the ranks.
-// Collective.
-CsrMatrix gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g, cudaStream_t s);
+// The whole coarse level on every rank from each rank's rows of it (g.coarse): the rows gathered over the ranks,
+// on the device. Collective.
+DeviceCsr gather_coarse_level(const LinearOperator& fine, const RankGalerkin& g, cudaStream_t s);
 
 // y = alpha (L x + H x_halo) + beta y: a transfer operator whose columns are the rows of `source` (an operator over
 // ranks), L over the rank's own ones, H over source's halo slots, x_halo from source's exchange. Collective.

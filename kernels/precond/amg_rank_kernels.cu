@@ -191,7 +191,60 @@ void copy_entries(const DeviceCsr& from, DeviceCsr& to, int64_t at, cudaStream_t
   CHECK_CUDA(cudaMemcpyAsync(to.values.data() + at, from.values.data(), sizeof(double) * from.nnz, cudaMemcpyDeviceToDevice, s));
 }
 
+__global__ void place_lengths_kernel(int32_t n, const int32_t* __restrict__ rp, double* __restrict__ lengths) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) lengths[i] = static_cast<double>(rp[i + 1] - rp[i]);
+}
+
+__global__ void place_entries_kernel(int64_t nnz, const int32_t* __restrict__ ci, const double* __restrict__ v,
+                                     double* __restrict__ columns, double* __restrict__ values) {
+  const int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (q < nnz) columns[q] = static_cast<double>(ci[q]), values[q] = v[q];  // (exact: columns < 2^31)
+}
+
+__global__ void placed_counts_kernel(int32_t rows, const double* __restrict__ lengths, int32_t* __restrict__ count) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < rows) count[i] = static_cast<int32_t>(lengths[i]);
+}
+
+__global__ void placed_fill_kernel(int64_t nnz, const double* __restrict__ columns, const double* __restrict__ values,
+                                   int32_t* __restrict__ ci, double* __restrict__ v) {
+  const int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (q < nnz) ci[q] = static_cast<int32_t>(columns[q]), v[q] = values[q];
+}
+
 }  // namespace
+
+void place_row_lengths(const DeviceCsr& m, int64_t first_row, double* lengths, cudaStream_t s) {
+  m.require_narrow("place_row_lengths");
+  if (m.rows == 0) return;
+  place_lengths_kernel<<<blocks_for(m.rows), kThreads, 0, s>>>(m.rows, m.row_ptr.data(), lengths + first_row);
+  CHECK_LAUNCH("place-lengths");
+}
+
+void place_entries(const DeviceCsr& m, int64_t at, int64_t total, double* entries, cudaStream_t s) {
+  if (m.nnz == 0) return;
+  if (at < 0 || at + m.nnz > total) throw Error("place_entries: the entries fall outside the level's");
+  place_entries_kernel<<<blocks_for(m.nnz), kThreads, 0, s>>>(m.nnz, m.col_idx.data(), m.values.data(), entries + at,
+                                                              entries + total + at);
+  CHECK_LAUNCH("place-entries");
+}
+
+DeviceCsr csr_from_placed(const double* lengths, const double* entries, int32_t rows, int32_t cols, cudaStream_t s) {
+  DeviceArray<int32_t> count(static_cast<size_t>(rows), "placed row lengths");
+  if (rows > 0) {
+    placed_counts_kernel<<<blocks_for(rows), kThreads, 0, s>>>(rows, lengths, count.data());
+    CHECK_LAUNCH("placed-counts");
+  }
+  DeviceCsr out = csr_from_counts(count.data(), rows, cols, "gathered level", s);
+  if (out.nnz > 0) {
+    placed_fill_kernel<<<blocks_for(out.nnz), kThreads, 0, s>>>(out.nnz, entries, entries + out.nnz, out.col_idx.data(),
+                                                                out.values.data());
+    CHECK_LAUNCH("placed-fill");
+  }
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return out;
+}
 
 DeviceCsr expand_rows(int32_t rows, int32_t cols, int32_t held, const int32_t* ids, const int32_t* row_ptr,
                       const int32_t* col_idx, const double* values, cudaStream_t s) {

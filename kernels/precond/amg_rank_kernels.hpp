@@ -46,6 +46,15 @@ ColumnSplit split_columns(const DeviceCsr& m, int64_t own_begin, int32_t own_cou
 // The distinct columns of m outside [own_begin, own_begin + own_count), sorted: a level's halo columns.
 DeviceArray<int64_t> columns_outside(const DeviceCsr& m, int64_t own_begin, int32_t own_count, cudaStream_t s);
 
+// A level's pieces as sums over the ranks (AMG's whole coarse levels, gathered on every rank): each rank places its
+// rows in arrays of the whole level, zero elsewhere, so that the sum is every rank's pieces side by side (x + 0 = x
+// exactly). place_row_lengths: m's row lengths at [first_row, first_row + m.rows) of lengths. place_entries: m's
+// columns at [at, at + m.nnz) of entries[0..total) and its values at the same places of entries[total..2 total).
+void place_row_lengths(const DeviceCsr& m, int64_t first_row, double* lengths, cudaStream_t s);
+void place_entries(const DeviceCsr& m, int64_t at, int64_t total, double* entries, cudaStream_t s);
+// The CSR of `rows` x `cols` the summed pieces make (their row lengths, their columns then values).
+DeviceCsr csr_from_placed(const double* lengths, const double* entries, int32_t rows, int32_t cols, cudaStream_t s);
+
 // m's rows that hold entries (kernels/halo_product.hpp's CompressedRows).
 CompressedRows compress_rows(const DeviceCsr& m, cudaStream_t s);
 

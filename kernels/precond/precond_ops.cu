@@ -25,6 +25,18 @@ __global__ void chebyshev_step_kernel(int64_t n, int k, const double* __restrict
   }
 }
 
+__global__ void chebyshev_rows_kernel(int32_t count, const int32_t* __restrict__ rows, const double* __restrict__ scale,
+                                      const double* __restrict__ res, const double* __restrict__ d_in,
+                                      double* __restrict__ d_out, double* __restrict__ x, double c1, double c2) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < count; j += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t t = rows[j];
+    const double step = c2 * scale[t] * res[t];  // chebyshev_step_kernel's, a later step
+    const double dt = fma(c1, d_in[t], step);
+    d_out[t] = dt;
+    x[t] = x[t] + dt;
+  }
+}
+
 // Block g's rows: [first, first + m) of this GPU's (precond_ops.hpp: cut where a rank's rows begin or end).
 __device__ __forceinline__ int64_t block_first_row(int64_t g, int b, int offset) { return max(g * b - offset, int64_t{0}); }
 __device__ __forceinline__ int block_rows(int64_t g, int b, int offset, int64_t n) {
@@ -131,6 +143,13 @@ void launch_chebyshev_step(int64_t n, int k, const double* scale, const double* 
   if (n == 0 || k == 0) return;
   chebyshev_step_kernel<<<blocks_for(n * k), kThreads, 0, s>>>(n, k, scale, res, d, x, c1, c2, first, x_is_zero);
   CHECK_LAUNCH("chebyshev-step");
+}
+
+void launch_chebyshev_rows(int32_t count, const int32_t* rows, const double* scale, const double* res, const double* d_in,
+                           double* d_out, double* x, double c1, double c2, cudaStream_t s) {
+  if (count <= 0) return;
+  chebyshev_rows_kernel<<<blocks_for(count), kThreads, 0, s>>>(count, rows, scale, res, d_in, d_out, x, c1, c2);
+  CHECK_LAUNCH("chebyshev-rows");
 }
 
 void launch_block_jacobi_setup(const DeviceCsr& a, int b, int offset, double* inverses, int32_t* first_bad,

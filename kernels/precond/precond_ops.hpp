@@ -16,6 +16,10 @@ namespace spcg {
 // scale is indexed by row (D^-1, or the l1-Jacobi scaling with c1 = 0, c2 = 1).
 void launch_chebyshev_step(int64_t n, int k, const double* scale, const double* res, double* d, double* x, double c1,
                            double c2, bool first, bool x_is_zero, cudaStream_t s);
+// A later step on rows[0..count) alone, into d_out (the rows a fused step left apart, FusedSmoothing): the
+// arithmetic of the step above, d_out = c1 d_in + c2 scale .* res, x += d_out.
+void launch_chebyshev_rows(int32_t count, const int32_t* rows, const double* scale, const double* res, const double* d_in,
+                           double* d_out, double* x, double c1, double c2, cudaStream_t s);
 
 // Block-Jacobi's blocks are A's node blocks of b rows: rows [m b, m b + b) of A. A rank of several GPUs holds
 // rows that start `offset` = (its first row) mod b rows into a node block, so its local row i lies in block

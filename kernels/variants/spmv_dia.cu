@@ -60,9 +60,11 @@ struct SmoothingEpilogue {
   double* x = nullptr;
   const double* scale = nullptr;
   double c1 = 0, c2 = 0;
+  const uint8_t* rows_apart = nullptr;  // rows whose step the caller finishes (res alone written)
   __device__ __forceinline__ void operator()(int64_t row, double d_in, double sum) const {
     const double r = fma(1.0, res[row], -1.0 * sum);  // store_y(res, -1, sum, 1)
     res[row] = r;
+    if (rows_apart && rows_apart[row]) return;
     const double dt = fma(c1, d_in, c2 * scale[row] * r);  // chebyshev_step_kernel's
     d_out[row] = dt;
     x[row] = x[row] + dt;
@@ -171,10 +173,10 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
     return true;
   }
   bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                      double c2, cudaStream_t s) const override {
+                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
     if (rows_ != cols_ || d_in == d_out) return false;
     SmoothingEpilogue e;
-    e.res = res, e.d_out = d_out, e.x = x, e.scale = scale, e.c1 = c1, e.c2 = c2;
+    e.res = res, e.d_out = d_out, e.x = x, e.scale = scale, e.c1 = c1, e.c2 = c2, e.rows_apart = rows_apart;
     launch<false, true>(d_in, 1, -1.0, 1.0, res, s, DotSink{}, e);
     return true;
   }

@@ -393,7 +393,7 @@ class SolveResult:
 _OPTION_NAMES = (
     "backend", "expected_columns", "check_matrix", "name", "timing", "block_size", "cheb_degree", "cheb_ratio",
     "amg_theta", "amg_prolongator", "amg_smoother", "amg_sweeps", "amg_p_smoothings", "amg_omega",
-    "amg_coarse_rows", "amg_whole_rows", "vector_ops", "check_every", "graph", "persistent", "recurrence", "precision", "deterministic",
+    "amg_coarse_rows", "amg_whole_rows", "fuse_smoothing", "vector_ops", "check_every", "graph", "persistent", "recurrence", "precision", "deterministic",
     "keep_history", "stagnation",
 )
 
@@ -461,6 +461,8 @@ class Solver:
       amg_sweeps [{_DEFAULTS["amg_sweeps"]}], amg_p_smoothings [{_DEFAULTS["amg_p_smoothings"]}], amg_omega [{_DEFAULTS["amg_omega"]:.4g}],
       amg_coarse_rows [{_DEFAULTS["amg_coarse_rows"]}], amg_whole_rows [{_DEFAULTS["amg_whole_rows"]}]: smoothed-aggregation AMG (as the
           CLI's --amg-* options; amg_whole_rows: on several GPUs, the coarse levels held whole by every rank).
+      fuse_smoothing [{_DEFAULTS["fuse_smoothing"]}]: AMG's and Chebyshev's smoothing steps inside the product where
+          its kernel can (the same bits; False runs them apart, as the CLI's --smoothing-apart).
       vector_ops ["{_DEFAULTS["vector_ops"]}"], check_every [{_DEFAULTS["check_every"]}], graph ["{_DEFAULTS["graph"]}"],
       persistent ["{_DEFAULTS["persistent"]}"], recurrence ["{_DEFAULTS["recurrence"]}"], deterministic [{_DEFAULTS["deterministic"]}],
       stagnation [{_DEFAULTS["stagnation"]}]: the iteration (as the CLI's options of the same names; recurrence

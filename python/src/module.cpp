@@ -272,6 +272,7 @@ SolverOptions options_from_python(const py::dict& d) {
     else if (key == "amg_omega") p.prolongator_omega = v.cast<double>();
     else if (key == "amg_coarse_rows") p.coarse_rows = v.cast<int>();
     else if (key == "amg_whole_rows") p.whole_level_rows = v.cast<int64_t>();
+    else if (key == "fuse_smoothing") p.fuse_smoothing = v.cast<bool>();
     else throw UsageError("unknown option '" + key + "'");
   }
   return o;
@@ -297,6 +298,7 @@ py::dict default_options() {
   d["amg_p_smoothings"] = p.prolongator_smoothings, d["amg_omega"] = p.prolongator_omega;
   d["amg_coarse_rows"] = p.coarse_rows;
   d["amg_whole_rows"] = p.whole_level_rows;
+  d["fuse_smoothing"] = p.fuse_smoothing;
   return d;
 }
 
