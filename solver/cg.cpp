@@ -201,12 +201,7 @@ void cg_one_reduction(IterationEngine& e, const LinearOperator& A, const double*
       },
       [&](int) {
         start();  // the true residual: its r'r decides, and it is the recurrence's new start when too large
-        CgScalars h;
-        CHECK_CUDA(cudaMemcpyAsync(&h, sc, sizeof h, cudaMemcpyDeviceToHost, s));
-        sums.wait(s);
-        const bool restarted = h.status != kConverged;
-        res.residual_replacements += restarted;
-        return IterationEngine::Confirmation{std::sqrt(h.rr), restarted};
+        return e.confirmation_after_restart(sc);
       });
 }
 

@@ -247,6 +247,15 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
   if (rec.history.size()) take_history(rec.history.download(), h[0].iteration, monitor_, rec.first_column);
 }
 
+IterationEngine::Confirmation IterationEngine::confirmation_after_restart(const CgScalars* scalars) {
+  CgScalars h;
+  CHECK_CUDA(cudaMemcpyAsync(&h, scalars, sizeof h, cudaMemcpyDeviceToHost, stream_));
+  reductions_.wait(stream_);
+  const bool restarted = h.status != kConverged;
+  result_.residual_replacements += restarted;
+  return Confirmation{std::sqrt(h.rr), restarted};
+}
+
 SolveResult IterationEngine::finish() {
   CHECK_CUDA(cudaStreamSynchronize(stream_));
   timer_.collect();

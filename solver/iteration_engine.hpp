@@ -117,6 +117,10 @@ class IterationEngine {
     bool restarted = false;
   };
   using ConfirmConverged = std::function<Confirmation(int column)>;
+  // A recurrence's confirmation once its start step from the true residual has run (scalars: its one column's on
+  // the device): their rr is the true residual's, and it restarted where that lies above the tolerance (counted
+  // as a residual replacement).
+  Confirmation confirmation_after_restart(const CgScalars* scalars);
   // Runs them to the end: reads their scalars, reports new residuals to the monitor, runs another batch of
   // iteration(t) until every column is done, then gives each column its final status (and the device history).
   void run(Recurrences& rec, const std::function<void(KernelTimer&)>& iteration, const ConfirmConverged& confirm = {});

@@ -44,12 +44,7 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   if (k == 1)
     confirm = [&](int) {
       start(true);
-      CgScalars h;
-      CHECK_CUDA(cudaMemcpyAsync(&h, sc, sizeof h, cudaMemcpyDeviceToHost, s));
-      sums.wait(s);
-      const bool restarted = h.status != kConverged;
-      e.result().residual_replacements += restarted;
-      return IterationEngine::Confirmation{std::sqrt(h.rr), restarted};
+      return e.confirmation_after_restart(sc);
     };
   e.run(rec, [&](KernelTimer& t) {
     if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
@@ -118,12 +113,7 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
     confirm = [&](int) {
       residual();
       start(true);
-      CgScalars h;
-      CHECK_CUDA(cudaMemcpyAsync(&h, sc, sizeof h, cudaMemcpyDeviceToHost, s));
-      sums.wait(s);
-      const bool restarted = h.status != kConverged;
-      e.result().residual_replacements += restarted;
-      return IterationEngine::Confirmation{std::sqrt(h.rr), restarted};
+      return e.confirmation_after_restart(sc);
     };
   e.run(
       rec,
