@@ -28,8 +28,11 @@ ColumnStatus from_device_status(int status) {
 namespace {
 
 // Small systems: the whole loop in one cooperative launch per monitor interval (kernels/solver_ops/cg_persistent.cu).
-void cg_persistent(IterationEngine& e, const PersistentCgView& view, const double* dinv, const double* b, double* x,
-                   int column) {
+// Its claim of convergence is confirmed by b - A x (A: the operator the view was made from); where that lies above
+// the tolerance the column is left running and its iteration count returned, for the fused recurrence to take over
+// from b - A x (else -1: the column is finished).
+int cg_persistent(IterationEngine& e, const LinearOperator& A, const PersistentCgView& view, const double* dinv,
+                  const double* b, double* x, int column) {
   const SolveOptions& o = e.options();
   const cudaStream_t s = e.stream();
   KernelTimer& timer = e.timer();
@@ -69,7 +72,32 @@ void cg_persistent(IterationEngine& e, const PersistentCgView& view, const doubl
     res.operator_columns += hsc.iteration - done_before + (start ? 1 : 0);
     done_before = hsc.iteration;
     start = false;
-    mon.observe(column, hsc.iteration, std::sqrt(hsc.rr));
+    const bool claim = hsc.status == kConverged && hsc.iteration > 0;  // (at the start: b - A x itself)
+    double norm = std::sqrt(hsc.rr);
+    if (claim) {  // the true residual decides (a drifted recursive residual is never reported converged)
+      DeviceArray<double> r(static_cast<size_t>(n), "CG true residual");
+      if (n) CHECK_CUDA(cudaMemcpyAsync(r.data(), b, n * sizeof(double), cudaMemcpyDeviceToDevice, s));
+      A.apply(-1.0, x, 1.0, r.data(), 1, s);
+      res.operator_applies += 1, res.operator_columns += 1;
+      const ReductionWorkspace ws(reduction_blocks(std::max<int64_t>(n, 1)), 1);
+      DeviceArray<double> rr(1, "CG true r'r");
+      launch_dot(r.data(), r.data(), n, ws, rr.data(), s);
+      double h = 0;
+      CHECK_CUDA(cudaMemcpyAsync(&h, rr.data(), sizeof h, cudaMemcpyDeviceToHost, s));
+      CHECK_CUDA(cudaStreamSynchronize(s));
+      norm = std::sqrt(h);
+    }
+    mon.observe(column, hsc.iteration, norm);
+    if (claim && norm > mon.tolerance(column)) {
+      res.residual_replacements += 1;
+      if (history) {
+        std::vector<double> h(static_cast<size_t>(std::min<int64_t>(hsc.iteration, history_slots)));
+        CHECK_CUDA(cudaMemcpy(h.data(), history, h.size() * sizeof(double), cudaMemcpyDeviceToHost));
+        take_history(h, hsc.iteration - 1, mon, column);
+      }
+      res.used_persistent = true;
+      return hsc.iteration;
+    }
     if (hsc.done || mon.status(column) == ColumnStatus::interrupted) break;  // (an interrupt: between launches)
   }
   if (mon.status(column) == ColumnStatus::running || hsc.status != kConverged)
@@ -80,6 +108,7 @@ void cg_persistent(IterationEngine& e, const PersistentCgView& view, const doubl
     take_history(h, hsc.iteration, mon, column);
   }
   res.used_persistent = true;
+  return -1;
 }
 
 // The reference path (--vector-ops thrust): one Thrust algorithm per vector step, scalars on the host.
@@ -221,7 +250,11 @@ void cg_column(IterationEngine& e, const LinearOperator& A, const Preconditioner
     const bool fp32_copy = &iteration_operator(A) != &A;  // mixed precision iterates on its FP32 copy: not this
     const PersistentCgMatrix* small = fp32_copy ? nullptr : persistent_cg_layout(A);
     const PersistentCgView view = small ? small->view() : PersistentCgView{};
-    if (persistent_cg_suits(view, dinv != nullptr)) return cg_persistent(e, view, dinv, b, x, column);
+    if (persistent_cg_suits(view, dinv != nullptr)) {
+      const int unconfirmed = cg_persistent(e, A, view, dinv, b, x, column);
+      if (unconfirmed < 0) return;
+      return cg_recurrences(e, A, dinv, b, x, 1, column, unconfirmed);  // from b - A x, the count going on
+    }
     if (o.persistent == Switch::on)
       throw UsageError("the persistent CG was asked for, but " +
                        std::string(fp32_copy ? "mixed precision iterates on an FP32 copy (--precision double keeps it)"

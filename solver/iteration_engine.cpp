@@ -116,12 +116,13 @@ class GraphReplay {
 
 }  // namespace
 
-void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column) {
+void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column, int first) {
   if (squared.empty() || iterations <= 0) return;
   auto& hist = const_cast<std::vector<std::vector<std::pair<int, double>>>&>(mon.history());
-  hist[column].clear();
-  for (int i = 0; i <= std::min<int>(iterations, static_cast<int>(squared.size()) - 1); ++i)
-    hist[column].emplace_back(i, std::sqrt(squared[i]));
+  auto& h = hist[column];
+  h.erase(std::remove_if(h.begin(), h.end(), [first](const std::pair<int, double>& e) { return e.first >= first; }), h.end());
+  for (int i = first; i <= std::min<int>(iterations, static_cast<int>(squared.size()) - 1); ++i)
+    h.emplace_back(i, std::sqrt(squared[i]));
 }
 
 // ---- the engine ----
@@ -161,9 +162,9 @@ bool IterationEngine::graphs() const {
          (options_.graph == Switch::on || (options_.graph == Switch::automatic && !timer_.enabled()));
 }
 
-IterationEngine::Recurrences IterationEngine::recurrences(int k, int first_column) {
+IterationEngine::Recurrences IterationEngine::recurrences(int k, int first_column, int first_iteration) {
   Recurrences rec;
-  rec.k = k, rec.first_column = first_column;
+  rec.k = k, rec.first_column = first_column, rec.first_iteration = first_iteration;
   const bool history = options_.keep_history && k == 1 && !reductions_.over_ranks();
   rec.history = DeviceArray<double>(history ? static_cast<size_t>(options_.stop.max_iterations) + 1 : 0, "residual history");
   std::vector<CgScalars> h(static_cast<size_t>(k));
@@ -171,6 +172,7 @@ IterationEngine::Recurrences IterationEngine::recurrences(int k, int first_colum
     const double tol = monitor_.tolerance(first_column + j);
     h[j].tol2 = tol * tol;
     h[j].max_iterations = options_.stop.max_iterations;
+    h[j].iteration = first_iteration;
   }
   if (history) h[0].history = rec.history.data(), h[0].history_capacity = static_cast<int>(rec.history.size());
   rec.scalars = DeviceArray<CgScalars>(static_cast<size_t>(k), "recurrence scalars");
@@ -193,7 +195,7 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
   std::vector<int> last(static_cast<size_t>(k), -1);
   // the iteration of each column's last (re)start: there the recursive residual is b - A x itself (every
   // recurrence starts from it), so a claim made there needs no confirming, and a breakdown there is final
-  std::vector<int> started_at(static_cast<size_t>(k), 0);
+  std::vector<int> started_at(static_cast<size_t>(k), rec.first_iteration);
   // each column's true residual at its last restart, and its restarts in a row that did not shrink it
   std::vector<double> restarted_from(static_cast<size_t>(k), std::numeric_limits<double>::infinity());
   std::vector<int> unproductive(static_cast<size_t>(k), 0);
@@ -244,7 +246,8 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
   for (int j = 0; j < k; ++j)
     if (monitor_.status(rec.first_column + j) == ColumnStatus::running)
       monitor_.finish(rec.first_column + j, from_device_status(h[j].status), h[j].iteration);
-  if (rec.history.size()) take_history(rec.history.download(), h[0].iteration, monitor_, rec.first_column);
+  if (rec.history.size())
+    take_history(rec.history.download(), h[0].iteration, monitor_, rec.first_column, rec.first_iteration);
 }
 
 IterationEngine::Confirmation IterationEngine::confirmation_after_restart(const CgScalars* scalars) {

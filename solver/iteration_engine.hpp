@@ -96,8 +96,10 @@ class IterationEngine {
     DeviceArray<CgScalars> scalars;
     DeviceArray<double> history;
     int k = 0, first_column = 0;
+    int first_iteration = 0;  // where the count starts (a recurrence taking over another's column)
   };
-  Recurrences recurrences(int k, int first_column);
+  // first_iteration > 0: the columns' counts go on from there (their recurrence restarts from b - A x).
+  Recurrences recurrences(int k, int first_column, int first_iteration = 0);
   // A recurrence that can put the true residual back is asked when its own residual says column j converged,
   // or when it broke down (a rounded copy of A, or a recurred p'Ap, may break down where A would not): it gives
   // ||b_j - A x_j||, and restarts from that residual when it lies above the tolerance (restarted: the column runs
@@ -146,7 +148,8 @@ class IterationEngine {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Copies a device residual history (squared norms, one per iteration) into the monitor's history of `column`.
-void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column);
+// Copies a device residual history (squared norms, one per iteration) into the monitor's history of `column`,
+// from iteration `first` on (the entries before it stay: a recurrence that took the column over).
+void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column, int first = 0);
 
 }  // namespace spcg

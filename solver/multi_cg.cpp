@@ -71,7 +71,8 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
 }
 
 void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* dinv, const double* B, double* X, int k,
-                    int first_column) {
+                    int first_column, int first_iteration) {
+  if (first_iteration > 0 && k != 1) throw Error("cg_recurrences: a count that goes on is one column's");
   const int64_t n = A.rows();
   const cudaStream_t s = e.stream();
   ReductionPolicy& sums = e.reductions();
@@ -81,7 +82,7 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
   DeviceArray<double> R(n * k, "cg residual"), P(n * k, "cg directions"), Q(n * k, "cg A*P"), Z(dinv ? n * k : 0, "cg z");
   double* zr = dinv ? Z.data() : R.data();  // z = r without a preconditioner
   ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
-  IterationEngine::Recurrences rec = e.recurrences(k, first_column);
+  IterationEngine::Recurrences rec = e.recurrences(k, first_column, first_iteration);
   CgScalars* sc = rec.scalars.data();
   double* totals = sums.step_totals(k);  // null on one GPU: each step's kernel finishes its sums itself
   auto residual = [&] {
@@ -101,7 +102,7 @@ void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* d
     sums.finish_step(e.timer(), restart ? MultiCgStep::restart : MultiCgStep::start, k, sc, s);
   };
   residual();
-  start(false);
+  start(first_iteration > 0);  // (a restart keeps the count)
   double* pq = sums.dot_target(&sc->pq);  // k = 1: where p'q goes
   // Every claim of one recurrence is confirmed by the true residual b - A x (FP64 A), which decides and restarts
   // the recurrence from itself when it lies above the tolerance: a rounded copy's claims (mixed precision), and an

@@ -38,8 +38,10 @@ SolveResult solve(SolverKind solver, const LinearOperator& A, const Precondition
 // monitor's columns first_column..: Jacobi-preconditioned (dinv: the inverse diagonal) or plain CG, with the
 // engine's reductions (summed over the ranks on several GPUs); and PCG with a general preconditioner M applied
 // between the fused steps, its sums through the same reductions (M's applies are collective where A's are).
+// first_iteration > 0 (k = 1): the column's count goes on from there, from b - A x (taking over from the persistent
+// CG where its claim did not stand).
 void cg_recurrences(IterationEngine& e, const LinearOperator& A, const double* dinv, const double* B, double* X, int k,
-                    int first_column);
+                    int first_column, int first_iteration = 0);
 void pcg_general(IterationEngine& e, const LinearOperator& A, const PreconditionerOp& M, const double* B, double* X,
                  int k, int first_column);
 

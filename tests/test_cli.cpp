@@ -959,6 +959,21 @@ TEST(Cli, SeveralGpus) {
 
 // ---- on a GPU ----
 
+// --smoothing-apart runs AMG's smoothing steps apart from the DIA product: the same bits as fused (the
+// deterministic checksum), and the report names the fused level only where they were fused.
+TEST(Cli, GpuSmoothingApartKeepsTheBits) {
+  SPCG_REQUIRE_GPU();
+  const std::string solve = "solve --generate poisson3d:40 --kernel dia --precond amg --tol 1e-10 --deterministic";
+  const Outcome fused = run(solve), apart = run(solve + " --smoothing-apart");
+  ASSERT_EQ(fused.code, 0) << fused.output;
+  ASSERT_EQ(apart.code, 0) << apart.output;
+  const std::string sum = after(fused.output, "checksum of x (FNV-1a over the bits): ");
+  ASSERT_FALSE(sum.empty()) << fused.output;
+  EXPECT_EQ(after(apart.output, "checksum of x (FNV-1a over the bits): "), sum);
+  EXPECT_NE(fused.output.find("fused into the product on level(s) 0"), std::string::npos) << fused.output;
+  EXPECT_EQ(apart.output.find("fused into the product"), std::string::npos) << apart.output;
+}
+
 // Two MPI ranks (Open MPI's variables) meet at the default rendezvous file: rank 1 gets rank 0's id from it (it
 // never times out waiting), and no file is left, whatever NCCL then says. Both ranks see the one GPU 0, so
 // NCCL refuses the pair on any machine (two ranks on one device) and each ends with one line, exit 1.

@@ -929,6 +929,35 @@ TEST_F(GpuSolver, OneReductionChecksItsConvergenceAndItsPreconditioner) {
   }
 }
 
+// The one-launch persistent CG (small systems) confirms its claim by b - A x too: where the claim does not stand the
+// fused recurrence takes the column over from b - A x, its count going on, so that an unreachable tolerance ends
+// stagnated (never converged, far inside the limit) with one history whose iterations keep increasing; a reachable
+// tight one converges on the persistent path with the host's ||b - A x|| within it.
+TEST_F(GpuSolver, PersistentCgChecksItsConvergence) {
+  for (const char* f : {"bcsstk01.mtx", "nos4.mtx"}) {
+    const CsrMatrix a = read_matrix_market(spcg::test::input(f)).matrix;
+    const DenseBlock b = random_block(a.rows, 1, 77);
+    SolveOptions unreachable = options(1e-18, 40 * a.rows);
+    unreachable.keep_history = true;
+    const auto r = run("cg", a, b, unreachable);
+    ASSERT_TRUE(r.result.used_persistent) << f;
+    EXPECT_EQ(r.result.columns[0].status, ColumnStatus::stagnated) << f << ": " << to_string(r.result.columns[0].status);
+    EXPECT_GE(r.result.residual_replacements, 1 + IterationEngine::RestartRule::unproductive_limit) << f;
+    EXPECT_LT(r.result.columns[0].iterations, unreachable.stop.max_iterations / 2) << f;
+    const double true_norm = relative_residuals(a, r.x, b)[0] * r.result.columns[0].b_norm;
+    EXPECT_NEAR(r.result.columns[0].recursive_residual, true_norm, 2 * spcg::test::residual_rounding(a, r.x, b)[0]) << f;
+    ASSERT_EQ(r.result.history.size(), 1u) << f;
+    const auto& h = r.result.history[0];
+    ASSERT_FALSE(h.empty()) << f;
+    for (size_t i = 1; i < h.size(); ++i) ASSERT_GT(h[i].first, h[i - 1].first) << f << " history entry " << i;
+    EXPECT_EQ(h.back().first, r.result.columns[0].iterations) << f;
+    const auto t = run("cg", a, b, options(1e-10, 40 * a.rows));
+    EXPECT_TRUE(t.result.used_persistent) << f;
+    ASSERT_EQ(t.result.columns[0].status, ColumnStatus::converged) << f << ": " << to_string(t.result.columns[0].status);
+    EXPECT_LE(relative_residuals(a, t.x, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(a, t.x, b)[0] / t.result.columns[0].b_norm) << f;
+  }
+}
+
 // The general PCG (a V-cycle, a polynomial, block-Jacobi between the steps) confirms its claims as cg's
 // recurrences do: at a tolerance below what b - A x can reach its recursive residual claims convergence, the true
 // residual restarts it (counted), and it ends stagnated with its true residual, never converged, far inside the

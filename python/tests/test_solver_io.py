@@ -1,12 +1,15 @@
 # spcg.Solver (setup kept, the result's report), mmread / mmwrite against scipy.io, generate, info.
+import pathlib
+
 import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-from conftest import relres
+from conftest import gpu_available, relres
 
 import spcg
 
+INPUTS = pathlib.Path(__file__).resolve().parents[2] / "inputs"
 GENERATED = {  # spec: (rows, nnz)
     "poisson2d:16": (256, 5 * 256 - 4 * 16),
     "poisson3d:8": (512, 7 * 512 - 6 * 64),  # a boundary face drops one neighbour
@@ -222,3 +225,35 @@ def test_precision_option_and_its_reason(poisson):
     assert a.precision == "mixed" and "dia-f32" in a.precision_reason, a.precision_reason
     x, result = a.solve(b, rtol=1e-10)
     assert result.converged and relres(poisson, x, b) <= 1.5e-10
+
+
+def test_unreachable_tolerance_stagnates_never_converges():
+    # the GPU's general PCG (AMG) and cg confirm a claim by b - A x; a tolerance FP64 cannot reach ends "stagnated"
+    # with its true residual, well inside maxiter (the host's Eigen CG has no such check: GPU only)
+    if not gpu_available():
+        pytest.skip("no GPU: the host backend's Eigen CG runs to maxiter")
+    A = spcg.mmread(INPUTS / "nos4.mtx")
+    b = np.random.default_rng(5).standard_normal(A.shape[0])
+    for precond in ("amg", "jacobi"):
+        s = spcg.Solver(A, precond=precond, amg_coarse_rows=20, maxiter=40 * A.shape[0])
+        x, result = s.solve(b, rtol=1e-18)
+        assert not result.converged and result.status == ["stagnated"], (precond, result.status)
+        assert result.iterations[0] < 20 * A.shape[0]
+        true = relres(A, x, b)
+        assert true > 1e-18 and abs(result.true_residual[0] / result.b_norm[0] - true) <= 1e-3 * true + 1e-16
+        x, result = s.solve(b, rtol=1e-10)
+        assert result.converged and relres(A, x, b) <= 1.5e-10
+
+
+def test_fused_smoothing_is_the_same_bits_apart():
+    if not gpu_available():
+        pytest.skip("no GPU: the fused smoothing step is the DIA kernel's")
+    A = spcg.generate("poisson3d:24")
+    b = np.ones(A.shape[0])
+    xs = []
+    for fuse in (True, False):
+        s = spcg.Solver(A, precond="amg", kernel="dia", deterministic=True, fuse_smoothing=fuse)
+        x, result = s.solve(b, rtol=1e-10)
+        assert result.converged
+        xs.append(x)
+    assert np.array_equal(xs[0].view(np.uint64), xs[1].view(np.uint64))
