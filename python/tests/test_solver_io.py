@@ -239,8 +239,9 @@ def test_unreachable_tolerance_stagnates_never_converges():
         x, result = s.solve(b, rtol=1e-18)
         assert not result.converged and result.status == ["stagnated"], (precond, result.status)
         assert result.iterations[0] < 20 * A.shape[0]
+        # at the floor the residual is the rounding of computing it: the device's and the host's agree to that
         true = relres(A, x, b)
-        assert true > 1e-18 and abs(result.true_residual[0] / result.b_norm[0] - true) <= 1e-3 * true + 1e-16
+        assert true > 1e-18 and abs(result.true_residual[0] / result.b_norm[0] - true) <= 0.5 * true
         x, result = s.solve(b, rtol=1e-10)
         assert result.converged and relres(A, x, b) <= 1.5e-10
 
