@@ -37,12 +37,12 @@ __global__ void halo_product_kernel(int32_t halo_rows, int k, const int32_t* __r
   if (x_local) dev::dot_epilogue(sink, dot, /*add=*/true);
 }
 
-}  // namespace
-
 __global__ void mark_rows_kernel(int32_t rows, const int32_t* __restrict__ row_ids, uint8_t* __restrict__ mask) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x)
     mask[row_ids[i]] = 1;
 }
+
+}  // namespace
 
 void launch_mark_rows(const HaloRows& h, uint8_t* mask, cudaStream_t s) {
   if (h.rows == 0) return;

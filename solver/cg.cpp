@@ -88,7 +88,8 @@ int cg_persistent(IterationEngine& e, const LinearOperator& A, const PersistentC
       norm = std::sqrt(h);
     }
     mon.observe(column, hsc.iteration, norm);
-    if (claim && norm > mon.tolerance(column)) {
+    // (a claim that does not stand at the limit, or when interrupted, is finished by the monitor as such)
+    if (claim && norm > mon.tolerance(column) && mon.status(column) == ColumnStatus::running) {
       res.residual_replacements += 1;
       if (history) {
         std::vector<double> h(static_cast<size_t>(std::min<int64_t>(hsc.iteration, history_slots)));

@@ -117,7 +117,7 @@ class GraphReplay {
 }  // namespace
 
 void take_history(const std::vector<double>& squared, int iterations, Monitor& mon, int column, int first) {
-  if (squared.empty() || iterations <= 0) return;
+  if (squared.empty() || iterations < 0) return;
   auto& hist = const_cast<std::vector<std::vector<std::pair<int, double>>>&>(mon.history());
   auto& h = hist[column];
   h.erase(std::remove_if(h.begin(), h.end(), [first](const std::pair<int, double>& e) { return e.first >= first; }), h.end());
@@ -208,6 +208,8 @@ void IterationEngine::run(Recurrences& rec, const std::function<void(KernelTimer
       const int column = rec.first_column + j;
       if (h[j].iteration != last[j]) {
         double norm = std::sqrt(h[j].rr);
+        // a recurrence taking a column over starts from b - A x: that is its first restart's residual
+        if (last[j] < 0 && rec.first_iteration > 0) restarted_from[j] = norm;
         // a claim to confirm: converged by the recursive residual, or a breakdown, which a rounded copy of A or a
         // recurred p'Ap may meet where A would not (a breakdown right at a restart is A's own, and final)
         const bool claim = h[j].status == kConverged || h[j].status == kBreakdown;

@@ -977,7 +977,10 @@ TEST_F(GpuSolver, GeneralPcgChecksItsConvergence) {
       std::printf("  %s at rtol 1e-18: %s after %d iterations, %d restarts, true residual %.3g\n", what.c_str(),
                   to_string(r.columns[0].status), r.columns[0].iterations, r.residual_replacements,
                   r.columns[0].recursive_residual / r.columns[0].b_norm);
-      ASSERT_EQ(r.columns[0].status, ColumnStatus::stagnated) << what << ": " << to_string(r.columns[0].status);
+      // stagnated; or broken down where the last claim at the floor was a breakdown (a p'Ap that rounding took to
+      // 0), which the restarts meet again: either way never converged
+      ASSERT_TRUE(r.columns[0].status == ColumnStatus::stagnated || r.columns[0].status == ColumnStatus::breakdown)
+          << what << ": " << to_string(r.columns[0].status);
       EXPECT_GE(r.residual_replacements, IterationEngine::RestartRule::unproductive_limit) << what;
       EXPECT_LT(r.columns[0].iterations, so.iteration.stop.max_iterations / 2) << what;
       const double true_norm = relative_residuals(a, x, b)[0] * r.columns[0].b_norm;

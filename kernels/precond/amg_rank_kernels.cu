@@ -73,9 +73,10 @@ __global__ void join_fill_kernel(int32_t n, int log2_lanes, const int32_t* __res
   if (at.row >= n) return;
   const int64_t i = at.row;
   const int32_t o = rp[i], lb = lrp[i], le = lrp[i + 1], hb = hrp[i], he = hrp[i + 1];
-  for (int32_t p = lb + at.lane; p < le; p += at.lanes) ci[o + (p - lb)] = lci[p], v[o + (p - lb)] = lv[p];
-  const int32_t oh = o + (le - lb);
-  for (int32_t p = hb + at.lane; p < he; p += at.lanes) ci[oh + (p - hb)] = n + hci[p], v[oh + (p - hb)] = hv[p];
+  // (64-bit steps: a row ending within a group's width of INT32_MAX entries must not overflow)
+  for (int64_t p = lb + at.lane; p < le; p += at.lanes) ci[o + (p - lb)] = lci[p], v[o + (p - lb)] = lv[p];
+  const int64_t oh = int64_t{o} + (le - lb);
+  for (int64_t p = hb + at.lane; p < he; p += at.lanes) ci[oh + (p - hb)] = n + hci[p], v[oh + (p - hb)] = hv[p];
 }
 
 __global__ void add_offset_kernel(int64_t count, const int32_t* __restrict__ in, int32_t offset, int32_t* __restrict__ out) {
@@ -140,8 +141,8 @@ __global__ void split_kernel(int32_t n, int log2_lanes, const int32_t* __restric
   int32_t nl = 0, nh = 0;  // the row's local and halo entries so far (every lane of the group alike)
   unsigned long long missing = 0;
   // the row in steps of the group's width; an entry's place among its kind is the ballot of the lanes below it
-  for (int32_t base = rp[i]; base < end; base += at.lanes) {
-    const int32_t p = base + at.lane;
+  for (int64_t base = rp[i]; base < end; base += at.lanes) {  // (64-bit: see join_fill_kernel)
+    const int64_t p = base + at.lane;
     bool local = false, halo = false;
     int64_t c = 0;
     int32_t slot = -1;

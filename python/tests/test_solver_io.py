@@ -237,7 +237,8 @@ def test_unreachable_tolerance_stagnates_never_converges():
     for precond in ("amg", "jacobi"):
         s = spcg.Solver(A, precond=precond, amg_coarse_rows=20, maxiter=40 * A.shape[0])
         x, result = s.solve(b, rtol=1e-18)
-        assert not result.converged and result.status == ["stagnated"], (precond, result.status)
+        # (or a breakdown, where the last claim at the floor was one: rounding took p'Ap to 0)
+        assert not result.converged and result.status[0] in ("stagnated", "breakdown"), (precond, result.status)
         assert result.iterations[0] < 20 * A.shape[0]
         # at the floor the residual is the rounding of computing it: the device's and the host's agree to that
         true = relres(A, x, b)
@@ -256,5 +257,7 @@ def test_fused_smoothing_is_the_same_bits_apart():
         s = spcg.Solver(A, precond="amg", kernel="dia", deterministic=True, fuse_smoothing=fuse)
         x, result = s.solve(b, rtol=1e-10)
         assert result.converged
+        # (the report names the level whose steps ran fused: the comparison is not of two unfused runs)
+        assert ("fused into the product on level(s) 0" in result.preconditioner.detail) == fuse, result.preconditioner.detail
         xs.append(x)
     assert np.array_equal(xs[0].view(np.uint64), xs[1].view(np.uint64))

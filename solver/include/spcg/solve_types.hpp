@@ -173,7 +173,8 @@ struct StopRule {
 // breakdown: p'Ap <= 0 (A not positive definite); precond_not_positive: r'M^-1 r <= 0 (M not positive definite);
 // interrupted: SolveOptions::interrupted asked the solve to end (x holds the last iterate); stagnated: the true
 // residual b - A x stopped falling above the tolerance (restarts from it made no progress: the tolerance lies below
-// what the FP64 rounding of this system reaches; x holds the last iterate, the residual is its true one).
+// what this iteration reaches, the FP64 rounding of this system or, mixed, its FP32 copy's; x holds the last
+// iterate, the residual is its true one).
 enum class ColumnStatus { running, converged, deflated, max_iterations, breakdown, non_finite, precond_not_positive, interrupted,
                           stagnated };
 const char* to_string(ColumnStatus s);
