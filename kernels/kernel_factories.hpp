@@ -14,6 +14,7 @@ SPCG_FACTORY(make_csr_adaptive);
 SPCG_FACTORY(make_csr_merge);
 SPCG_FACTORY(make_ell);
 SPCG_FACTORY(make_sell);
+SPCG_FACTORY(make_sell_f32);
 SPCG_FACTORY(make_sell_sorted);
 SPCG_FACTORY(make_dia);
 SPCG_FACTORY(make_dia_f32);

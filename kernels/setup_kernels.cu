@@ -303,6 +303,11 @@ T fetch(const T* device_value, cudaStream_t s) {
   return h;
 }
 
+__global__ void to_float_kernel(const double* __restrict__ in, int64_t count, float* __restrict__ out) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = static_cast<float>(in[i]);
+}
+
 }  // namespace
 
 int64_t first_difference(const int32_t* a, const int32_t* b, int64_t n, cudaStream_t s) {
@@ -527,6 +532,18 @@ DeviceHyb device_hyb(const DeviceCsr& a, int32_t row_max, cudaStream_t s) {
   }
   CHECK_CUDA(cudaStreamSynchronize(s));
   return h;
+}
+
+DeviceArray<float> device_to_float(const DeviceArray<double>& in, const char* what, cudaStream_t s) {
+  DeviceArray<float> out(in.size(), what);
+  const int64_t count = static_cast<int64_t>(in.size());
+  if (count) {
+    to_float_kernel<<<grid_stride_blocks(count, SetupTuning::threads), SetupTuning::threads, 0, s>>>(in.data(), count,
+                                                                                                 out.data());
+    CHECK_LAUNCH("FP32 values");
+    CHECK_CUDA(cudaStreamSynchronize(s));
+  }
+  return out;
 }
 
 DeviceEll device_ell(const DeviceCsr& a, int32_t width, cudaStream_t s) {

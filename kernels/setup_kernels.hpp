@@ -42,4 +42,8 @@ struct DeviceHyb {
 };
 DeviceHyb device_hyb(const DeviceCsr& a, int32_t row_max, cudaStream_t s = 0);
 
+// The FP32-values kernels' copy of a layout's values: out[i] = in[i] rounded to the nearest float (one pass;
+// the stream waits for it).
+DeviceArray<float> device_to_float(const DeviceArray<double>& in, const char* what, cudaStream_t s = 0);
+
 }  // namespace spcg

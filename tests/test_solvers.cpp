@@ -1029,6 +1029,35 @@ TEST_F(GpuSolver, OneReductionRefusesWhatItDoesNotRun) {
   EXPECT_THROW(Solver(CsrMatrix(a), o).solve(RhsKind::ones, 1, 0, x), UsageError);
 }
 
+// Mixed precision on SELL (auto's format for irregular rows): its FP32 variant sell-f32 sums in sell's order, so on
+// FP32 numbers x is the double run's bit for bit; on a real file's values it iterates on their FP32 rounding and
+// the FP64 true residual still reaches rtol 1e-10 by the host's ||b - A x||.
+TEST_F(GpuSolver, MixedPrecisionOnSell) {
+  auto solve_with = [](const CsrMatrix& a, Precision p, DenseBlock& x) {
+    SolverOptions o;
+    o.kernel = "sell", o.precision = p, o.precond = Preconditioner::jacobi;
+    o.iteration.stop.rtol = 1e-10, o.iteration.deterministic = true, o.iteration.persistent = Switch::off;
+    Solver s(CsrMatrix(a), o);
+    SolveResult r = s.solve(RhsKind::random, 1, 83, x);
+    EXPECT_EQ(s.precision(), p) << s.precision_reason();
+    return r;
+  };
+  const CsrMatrix stencil = poisson3d_7pt(20);
+  DenseBlock x64, x32;
+  const SolveResult r64 = solve_with(stencil, Precision::double_precision, x64);
+  const SolveResult r32 = solve_with(stencil, Precision::mixed, x32);
+  ASSERT_TRUE(r32.all_converged());
+  EXPECT_EQ(r32.columns[0].iterations, r64.columns[0].iterations);
+  EXPECT_EQ(std::memcmp(x32.data.data(), x64.data.data(), x64.data.size() * sizeof(double)), 0)
+      << "FP32 copies of FP32 numbers changed x";
+  const CsrMatrix file = read_matrix_market(spcg::test::input("bcsstk21.mtx")).matrix;
+  DenseBlock x;
+  const SolveResult r = solve_with(file, Precision::mixed, x);
+  const DenseBlock b = make_rhs("random", file.rows, 1, 83);
+  ASSERT_EQ(r.columns[0].status, ColumnStatus::converged) << to_string(r.columns[0].status);
+  EXPECT_LE(relative_residuals(file, x, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(file, x, b)[0] / r.columns[0].b_norm);
+}
+
 // Mixed precision (cg, Jacobi or none): where every value is an FP32 number (the stencils) auto takes it and
 // loses nothing: the FP32 stripes widen to the FP64 ones, so x is the double run's bit for bit; where they are
 // not (jump3d's coefficients), auto stays double and says why, and mixed asked for iterates on the FP32 rounding
@@ -1097,7 +1126,7 @@ TEST_F(GpuSolver, MixedPrecisionRefusesWhatItDoesNotRun) {
       << refusal(chebyshev);
   SolverOptions csr = o;
   csr.kernel = "csr-scalar";
-  EXPECT_NE(refusal(csr).find("kernel csr-scalar has no FP32-values variant (those with one: csr-vector, dia)"),
+  EXPECT_NE(refusal(csr).find("kernel csr-scalar has no FP32-values variant (those with one: csr-vector, sell, dia)"),
             std::string::npos)
       << refusal(csr);
   SolverOptions host = o;

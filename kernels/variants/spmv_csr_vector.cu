@@ -11,6 +11,7 @@
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
+#include "kernels/setup_kernels.hpp"
 
 namespace spcg {
 namespace {
@@ -22,11 +23,6 @@ struct CsrVectorTuning {
 
 __device__ __forceinline__ double load_value(const double* p) { return dev::load_stream(p); }
 __device__ __forceinline__ double load_value(const float* p) { return static_cast<double>(__ldcs(p)); }
-
-__global__ void to_float_kernel(const double* __restrict__ in, int64_t count, float* __restrict__ out) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = static_cast<float>(in[i]);
-}
 
 template <int W, bool WithDot, class V>
 __global__ void __launch_bounds__(CsrVectorTuning::threads)
@@ -69,14 +65,7 @@ class CsrVector final : public SpmvOperator, public FusedDotProduct {
     info_.reason = "sub-warp width " + std::to_string(width_);
     csr_ = shared_csr(m, info_);
     if (fp32_) {  // the FP64 values stay shared (the true residual's operator and the setup read them)
-      const int64_t count = csr_->nnz;
-      values32_ = DeviceArray<float>(static_cast<size_t>(count), "csr-vector FP32 values");
-      if (count) {
-        to_float_kernel<<<grid_stride_blocks(count, CsrVectorTuning::threads), CsrVectorTuning::threads>>>(
-            csr_->values.data(), count, values32_.data());
-        CHECK_LAUNCH("csr-vector-f32 conversion");
-        CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
-      }
+      values32_ = device_to_float(csr_->values, "csr-vector FP32 values");
       info_.device_bytes += static_cast<int64_t>(values32_.bytes());
     }
   }

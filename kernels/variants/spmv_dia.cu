@@ -16,6 +16,7 @@
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
+#include "kernels/setup_kernels.hpp"
 
 namespace spcg {
 namespace {
@@ -45,11 +46,6 @@ template <bool Symmetric>
 __device__ __forceinline__ double load_value(const float* p) {
   if constexpr (Symmetric) return static_cast<double>(__ldg(p));
   else return static_cast<double>(__ldcs(p));
-}
-
-__global__ void to_float_kernel(const double* __restrict__ in, int64_t count, float* __restrict__ out) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = static_cast<float>(in[i]);
 }
 
 // A polynomial smoother's step in the product's epilogue (FusedSmoothing: the product is of d_in, alpha -1 and
@@ -152,14 +148,7 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
     dia_ = shared_dia(m, name(), DiaTuning::max_fill, DiaTuning::max_diagonals, true, 1, info_);
     if (fp32_) {  // the FP64 stripes stay shared (the true residual's operator reads them)
       const auto t0 = std::chrono::steady_clock::now();
-      const int64_t count = static_cast<int64_t>(dia_->values.size());
-      values32_ = DeviceArray<float>(static_cast<size_t>(count), "dia FP32 stripes");
-      if (count) {
-        to_float_kernel<<<grid_stride_blocks(count, DiaTuning::threads), DiaTuning::threads>>>(dia_->values.data(), count,
-                                                                                             values32_.data());
-        CHECK_LAUNCH("dia-f32 conversion");
-        CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
-      }
+      values32_ = device_to_float(dia_->values, "dia FP32 stripes");
       info_.convert_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
   }

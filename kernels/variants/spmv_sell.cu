@@ -4,7 +4,11 @@
 // inner loop is one 256-byte coalesced load of values and one 128-byte load of columns; the loop is unrolled
 // so several of those are in flight. `sell` keeps the row order (sigma = 1); `sell-sorted` sorts rows by
 // length inside windows of sigma = 1024 rows so a slice's rows have similar lengths (less padding).
+// sell-f32: sell with FP32 values (8 bytes a stored slot with its column instead of 12; x, y and the sums stay
+// FP64): mixed precision's iteration operator where auto takes SELL (irregular rows), made from the FP64 layout
+// by one conversion pass, whose FP64 values it then lets go (the true residual reads the FP64 kernel's own).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
@@ -22,10 +26,13 @@ struct SellTuning {
   static constexpr double max_fill = 3.0;
 };
 
-template <bool Permuted, bool WithDot>
+__device__ __forceinline__ double load_value(const double* p) { return dev::load_stream(p); }
+__device__ __forceinline__ double load_value(const float* p) { return static_cast<double>(__ldcs(p)); }
+
+template <bool Permuted, bool WithDot, class V>
 __global__ void __launch_bounds__(SellTuning::threads)
     sell_kernel(int rows, int slices, const int64_t* __restrict__ slice_ptr, const int* __restrict__ slice_width,
-                const int* __restrict__ perm, const int* __restrict__ col, const double* __restrict__ val,
+                const int* __restrict__ perm, const int* __restrict__ col, const V* __restrict__ val,
                 const double* __restrict__ x, int ld, double alpha, double beta, double* __restrict__ y, DotSink sink) {
   constexpr int C = SellTuning::slice_height;
   const int lane = threadIdx.x & (C - 1);
@@ -39,7 +46,7 @@ __global__ void __launch_bounds__(SellTuning::threads)
 #pragma unroll 8
     for (int k = 0; k < width; ++k) {
       const int64_t at = base + int64_t{k} * C;
-      sum += dev::load_stream(val + at) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + at)) * ld);
+      sum += load_value(val + at) * dev::load_x(x + static_cast<int64_t>(dev::load_stream(col + at)) * ld);
     }
     if (pos < rows) {
       const int64_t row = Permuted ? perm[pos] : pos;
@@ -52,14 +59,20 @@ __global__ void __launch_bounds__(SellTuning::threads)
 
 class Sell final : public SpmvOperator, public FusedDotProduct {
  public:
-  Sell(const MatrixSetup& m, int sigma, std::string name) : SpmvOperator(m), name_(std::move(name)) {
+  Sell(const MatrixSetup& m, int sigma, std::string name, bool fp32 = false)
+      : SpmvOperator(m), name_(std::move(name)), fp32_(fp32) {
     const auto t0 = std::chrono::steady_clock::now();
     info_.format = "sell-32-" + std::to_string(sigma);
     if (sigma == 1) {  // rows in order: built on the device from the shared CSR
       sell_ = device_sell32(*m.device_csr(), SellTuning::max_fill);
+      if (fp32_) {  // the FP32 copy alone stays
+        values32_ = device_to_float(sell_.values, "sell FP32 values");
+        sell_.values = DeviceArray<double>();
+        info_.format += " (FP32 values)";
+      }
       info_.convert_ms = ms_since(t0);
       info_.device_bytes = static_cast<int64_t>(sell_.slice_ptr.bytes() + sell_.slice_width.bytes() +
-                                                sell_.col_idx.bytes() + sell_.values.bytes());
+                                                sell_.col_idx.bytes() + sell_.values.bytes() + values32_.bytes());
     } else {  // rows sorted in windows: the host layout
       SellMatrix s = csr_to_sell(m.host(), SellTuning::slice_height, sigma, SellTuning::max_fill);
       info_.convert_ms = ms_since(t0);
@@ -69,7 +82,7 @@ class Sell final : public SpmvOperator, public FusedDotProduct {
   }
   std::string name() const override { return name_; }
   double bytes_per_apply(int k) const override {
-    return (12.0 * double(sell_.stored) + 16.0 * rows_ + (permuted_ ? 4.0 * rows_ : 0) + 12.0 * sell_.slices) * k;
+    return ((fp32_ ? 8.0 : 12.0) * double(sell_.stored) + 16.0 * rows_ + (permuted_ ? 4.0 * rows_ : 0) + 12.0 * sell_.slices) * k;
   }
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     if (rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
@@ -88,21 +101,31 @@ class Sell final : public SpmvOperator, public FusedDotProduct {
     int blocks = grid_stride_blocks(int64_t{sell_.slices} * SellTuning::slice_height, SellTuning::threads,
                                     SellTuning::blocks_per_sm);
     if (WithDot) blocks = std::min(blocks, sink.capacity);
-    auto kernel = permuted_ ? sell_kernel<true, WithDot> : sell_kernel<false, WithDot>;
-    kernel<<<blocks, SellTuning::threads, 0, s>>>(rows_, sell_.slices, sell_.slice_ptr.data(), sell_.slice_width.data(),
-                                                  sell_.perm.data(), sell_.col_idx.data(), sell_.values.data(), x, ld,
-                                                  alpha, beta, y, sink);
+    auto go = [&](const auto* values) {
+      using V = std::remove_const_t<std::remove_pointer_t<decltype(values)>>;
+      auto kernel = permuted_ ? sell_kernel<true, WithDot, V> : sell_kernel<false, WithDot, V>;
+      kernel<<<blocks, SellTuning::threads, 0, s>>>(rows_, sell_.slices, sell_.slice_ptr.data(), sell_.slice_width.data(),
+                                                    sell_.perm.data(), sell_.col_idx.data(), values, x, ld, alpha, beta,
+                                                    y, sink);
+    };
+    if (fp32_) go(static_cast<const float*>(values32_.data()));
+    else go(static_cast<const double*>(sell_.values.data()));
     CHECK_LAUNCH("sell");
   }
   std::string name_;
+  bool fp32_ = false;
   bool permuted_ = false;
   DeviceSell sell_;
+  DeviceArray<float> values32_;
 };
 
 }  // namespace
 
 std::unique_ptr<LinearOperator> make_sell(const MatrixSetup& m, const OperatorOptions&) {
   return std::make_unique<Sell>(m, 1, "sell");
+}
+std::unique_ptr<LinearOperator> make_sell_f32(const MatrixSetup& m, const OperatorOptions&) {
+  return std::make_unique<Sell>(m, 1, "sell-f32", true);
 }
 std::unique_ptr<LinearOperator> make_sell_sorted(const MatrixSetup& m, const OperatorOptions&) {
   return std::make_unique<Sell>(m, SellTuning::sorted_sigma, "sell-sorted");
