@@ -101,8 +101,10 @@ class AmgPreconditioner final : public PreconditionerOp {
   void cycle(size_t l, const double* b, double* x, int k, cudaStream_t s) const;
   void factor_coarsest(const DeviceCsr& a, const std::string& matrix_name);
 
-  // whether level l's smoothing steps run fused into its product (PreconditionerOptions::fuse_smoothing)
+  // whether level l's smoothing steps may run fused into its product (PreconditionerOptions::fuse_smoothing), and
+  // whether they do: with the second d the setup made where memory allowed (k = 1 applies)
   bool fused(const Level& L) const { return fuse_smoothing_ && offers_smoothing_step(*L.op); }
+  bool runs_fused(const Level& L) const { return fused(L) && L.d_next.size() > 0; }
   std::vector<Level> levels_;
   bool fuse_smoothing_ = true;
   DeviceArray<double> coarse_inverse_;
@@ -482,6 +484,19 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   const double fine_nnz = levels_[0].dist ? split_nnz[0] : static_cast<double>(levels_[0].a->nnz);
   report_.grid_complexity = fine_rows > 0 ? rows_sum / fine_rows : 0;
   report_.operator_complexity = fine_nnz > 0 ? nnz_sum / fine_nnz : 0;
+  // the fused steps' second d, made here so that the report says what runs: a saving, not a need, only with room
+  // left for it and the solver's own vectors (made later: four of the finest level's n x k, and a margin), else
+  // the level's steps run apart (the same bits)
+  {
+    const size_t solver_bytes = 6 * sizeof(double) * static_cast<size_t>(levels_[0].a->rows) *
+                                static_cast<size_t>(std::max(1, in.expected_columns));
+    for (size_t l = 0; l + 1 < levels_.size(); ++l) {
+      const Level& L = levels_[l];
+      const size_t bytes = sizeof(double) * static_cast<size_t>(L.a->rows);
+      if (fused(L) && L.d_next.size() == 0 && device_memory_info().free_bytes > bytes + solver_bytes)
+        L.d_next = DeviceArray<double>(static_cast<size_t>(L.a->rows), "amg smoother step (fused)");
+    }
+  }
   char detail[256];
   std::snprintf(detail, sizeof detail, "%zu levels, %s aggregation (theta %.3g), V-cycle with %s %s %d before and after",
                 levels_.size(), name_of(o.prolongator), o.strength_theta, name_of(o.smoother),
@@ -489,7 +504,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   report_.detail = detail;
   std::string fused_levels;
   for (size_t l = 0; l + 1 < levels_.size(); ++l)
-    if (fused(levels_[l])) fused_levels += (fused_levels.empty() ? "" : ", ") + std::to_string(l);
+    if (runs_fused(levels_[l])) fused_levels += (fused_levels.empty() ? "" : ", ") + std::to_string(l);
   if (!fused_levels.empty()) report_.detail += "; the steps after the first fused into the product on level(s) " + fused_levels;
   if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept";
   if (ranks) {
@@ -540,12 +555,6 @@ void AmgPreconditioner::reserve(int k) const {
     const size_t size = static_cast<size_t>(L.a->rows) * k;
     if (l > 0) L.b = DeviceArray<double>(size, "amg level rhs"), L.x = DeviceArray<double>(size, "amg level solution");
     if (l + 1 < levels_.size()) L.res = DeviceArray<double>(size, "amg level residual"), L.d = DeviceArray<double>(size, "amg smoother step");
-    // a saving, not a need: only with room left for it and the solver's own vectors (made after this: four of the
-    // finest level's n x k, and a margin), else the level's steps run apart (the same bits)
-    const size_t bytes = sizeof(double) * static_cast<size_t>(L.a->rows);
-    const size_t solver_bytes = 6 * sizeof(double) * static_cast<size_t>(levels_[0].a->rows) * static_cast<size_t>(k);
-    if (l + 1 < levels_.size() && fused(L) && L.d_next.size() == 0 && device_memory_info().free_bytes > bytes + solver_bytes)
-      L.d_next = DeviceArray<double>(static_cast<size_t>(L.a->rows), "amg smoother step (fused)");
   }
   reserved_k_ = k;
 }
@@ -576,7 +585,7 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
     const double a_bytes = L.op->bytes_per_apply(k), n = L.a->rows;
     // two smoothings (one SpMV per step after the first, plus the residual of the post-smoothing), the
     // residual, R and P; a fused step (k = 1) reads res and d once less (16 B a row)
-    const double fused_steps = k == 1 && fused(L) && (reserved_k_ == 0 || L.d_next.size()) ? 2.0 * (L.smoother.size() - 1) : 0.0;
+    const double fused_steps = k == 1 && runs_fused(L) ? 2.0 * (L.smoother.size() - 1) : 0.0;
     bytes += (2.0 * L.smoother.size() + 1) * a_bytes + 2 * L.smoother.size() * 48.0 * n * k - fused_steps * 16.0 * n +
              L.r->bytes_per_apply(k) + L.p->bytes_per_apply(k);
   }
