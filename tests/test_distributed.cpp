@@ -859,6 +859,22 @@ TEST_F(GpuRanks, MixedPrecisionOnRanksIsEveryRanksChoice) {
   }
 }
 
+// Every rank of `failures` failed: rank `failing` with an InputError whose message holds `message`, the others
+// with the CommunicationError its failure reached them as.
+void expect_one_rank_failed(const std::vector<std::exception_ptr>& failures, int failing, const std::string& message) {
+  for (int r = 0; r < static_cast<int>(failures.size()); ++r) {
+    ASSERT_TRUE(failures[static_cast<size_t>(r)]) << "rank " << r << " did not fail";
+    try {
+      std::rethrow_exception(failures[static_cast<size_t>(r)]);
+    } catch (const CommunicationError&) {
+      EXPECT_NE(r, failing);
+    } catch (const InputError& e) {
+      EXPECT_EQ(r, failing);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A rank whose rows fail the checks (a negative diagonal) throws InputError naming the global row; the others,
 // waiting in their first sum, end with CommunicationError at once (no hang, no timeout needed).
 TEST_F(GpuRanks, AFailingRankEndsEveryRank) {
@@ -878,17 +894,7 @@ TEST_F(GpuRanks, AFailingRankEndsEveryRank) {
   // not a performance bound: under the group's 20 s timeout by far, so the failing rank ended the others, not
   // the timeout (a GPU test; CI asserts no duration)
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(failures[static_cast<size_t>(r)]) << "rank " << r << " did not fail";
-    try {
-      std::rethrow_exception(failures[static_cast<size_t>(r)]);
-    } catch (const CommunicationError&) {
-      EXPECT_NE(r, 1);
-    } catch (const InputError& e) {
-      EXPECT_EQ(r, 1);
-      EXPECT_NE(std::string(e.what()).find("row " + std::to_string(bad_row + 1)), std::string::npos) << e.what();
-    }
-  }
+  expect_one_rank_failed(failures, 1, "row " + std::to_string(bad_row + 1));
 }
 
 // Options a rank cannot run are refused before any communication.
@@ -1733,20 +1739,8 @@ TEST_F(GpuRanks, AmgOnRanksRepeatsAndAFailingRankEndsEveryRank) {
   const std::vector<std::exception_ptr> failures = on_ranks(group, 3, [&](int r) {
     RankSolver solver(rank_blocks(bad, p, r), bad.rows, group.communicator(r), amg);
   });
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(failures[static_cast<size_t>(r)]) << "rank " << r << " did not fail";
-    try {
-      std::rethrow_exception(failures[static_cast<size_t>(r)]);
-    } catch (const CommunicationError&) {
-      EXPECT_NE(r, 2);
-    } catch (const InputError& e) {
-      EXPECT_EQ(r, 2);
-      EXPECT_NE(std::string(e.what()).find("amg level 0: smoothing needs a positive diagonal, but row " +
-                                           std::to_string(bad_row + 1) + " has diagonal -4"),
-                std::string::npos)
-          << e.what();
-    }
-  }
+  expect_one_rank_failed(failures, 2, "amg level 0: smoothing needs a positive diagonal, but row " +
+                                          std::to_string(bad_row + 1) + " has diagonal -4");
 }
 
 // The trial's prediction in auto's reason ("~N iterations to rtol"), or -1.
