@@ -105,6 +105,13 @@ class AutoOperator final : public LinearOperator,
       for (const char* plain : {"csr-vector", "ell"})
         if (std::find(spmv.begin(), spmv.end(), plain) == spmv.end()) spmv.push_back(plain);
       why += "; fits in L2 (latency-bound): plain kernels short-listed too";
+      // Untimed, csr-vector first: its warp a row keeps the GPU busy where SELL's warp per 32 rows leaves it idle
+      // (AMG's 9962-row level of poisson3d:200, 63 entries a row: sell-f32 39.7 us a product, csr-vector 8-9 us)
+      if (!o.autotune && spmv.front() != "dia") {
+        spmv.erase(std::find(spmv.begin(), spmv.end(), "csr-vector"));
+        spmv.insert(spmv.begin(), "csr-vector");
+        why += "; untimed: csr-vector first";
+      }
     }
     if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
     else if (clearly_dia) spmm = {"spmm-dia-runs", "spmm-dia"};  // both DIA: the block width decides, timed
@@ -177,7 +184,11 @@ class AutoOperator final : public LinearOperator,
         ops.emplace_back(make_operator(n, a, o));
       } catch (const FormatRefused& e) {
         refused += std::string(refused.empty() ? "" : "; ") + e.what();
+      } catch (const DeviceMemoryError&) {  // a layout that does not fit beside the shared CSR: the next candidate
+        release_idle_device_memory();
+        refused += std::string(refused.empty() ? "" : "; ") + n + ": its layout does not fit in the device's memory";
       }
+      if (!autotune && !ops.empty()) break;  // untimed: the first candidate that takes the matrix, the others unbuilt
     }
     if (repeated) ops.emplace_back(std::shared_ptr<LinearOperator>(std::shared_ptr<LinearOperator>{}, repeated));
     if (ops.empty()) ops.emplace_back(make_operator("csr-vector", a, o));

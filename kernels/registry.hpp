@@ -12,9 +12,9 @@
 namespace spcg {
 
 enum class KernelFamily { spmv, spmm, baseline };
-// Where a kernel's layout is made from the shared CSR: on the device (DIA's stripes, the CSR kernels, which
-// need no layout), or on the host (SELL's slices, row blocks, COO, ...: a matrix made on the device, as AMG's
-// levels are, would first be downloaded).
+// Where a kernel's layout is made from the shared CSR: on the device (DIA's stripes, ELL's and SELL-32-1's
+// slices, the CSR kernels, which need no layout), or on the host (sorted SELL, row blocks, COO, ...: a matrix
+// made on the device, as AMG's levels are, would first be downloaded).
 enum class LayoutBuilt { on_device, on_host };
 
 // A kernel and its capabilities, as fields (auto and the tests read them; no list of names elsewhere).
