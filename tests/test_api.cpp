@@ -757,6 +757,46 @@ TEST_F(GpuApi, SetupAndSolveErrorsAreTyped) {
   EXPECT_THROW(Solver(DeviceCsrRef{-1, 3, 0, nullptr, nullptr, nullptr}, o), UsageError);
 }
 
+// A batch between two reads of the residuals runs the iterations its columns' rates say they still need (at most
+// check_every): a fixed batch's iterations past convergence run at full cost as no-ops. Against a read after every
+// iteration (check_every = 1: the fewest applies a solve can make), the solution is the same bit for bit, each
+// column's iterations the same, and at most two more applies ran; for AMG-PCG (few, costly iterations) and
+// Jacobi-CG, cg and multi-cg, replayed from graphs and launched one by one. Among the sizes, one whose iteration
+// count a fixed batch of 8 overshoots by 3 or more (so that the bound tells the two rules apart).
+TEST_F(GpuApi, BatchesEndNearConvergence) {
+  bool tells_apart = false;
+  for (const int side : {96, 128, 160})
+    for (const Preconditioner p : {Preconditioner::amg, Preconditioner::jacobi})
+      for (const SolverKind kind : {SolverKind::cg, SolverKind::multi_cg})
+        for (const Switch graph : {Switch::on, Switch::off}) {
+          const CsrMatrix a = poisson2d_5pt(side);
+          const int k = kind == SolverKind::cg ? 1 : 2;
+          const std::string what = std::to_string(side) + " " + name_of(p) + " " + name_of(kind) +
+                                   (graph == Switch::on ? " graph" : " launches");
+          SolverOptions o;
+          o.solver = kind, o.expected_columns = k, o.precond = p, o.kernel = "csr-vector";
+          o.iteration.deterministic = true, o.iteration.persistent = Switch::off, o.iteration.graph = graph;
+          o.iteration.stop.rtol = 1e-9;
+          const DenseBlock b = random_block(a.rows, k, 11);
+          o.iteration.check_every = 1;
+          Solver each(a, o);
+          DenseBlock x1(a.rows, k, 0.0), x8(a.rows, k, 0.0);  // (x is the start: zero)
+          const SolveResult r1 = each.solve(b, x1);
+          o.iteration.check_every = 8;
+          Solver batched(a, o);
+          const SolveResult r8 = batched.solve(b, x8);
+          expect_solves(a, b, x8, r8, 1e-9, what);
+          ASSERT_EQ(r8.columns.size(), r1.columns.size()) << what;
+          for (size_t j = 0; j < r1.columns.size(); ++j) {
+            EXPECT_EQ(r8.columns[j].iterations, r1.columns[j].iterations) << what << " column " << j;
+            tells_apart |= r1.columns[j].iterations % 8 >= 1 && r1.columns[j].iterations % 8 <= 5;
+          }
+          EXPECT_EQ(std::memcmp(x1.data.data(), x8.data.data(), x1.data.size() * sizeof(double)), 0) << what;
+          EXPECT_LE(r8.operator_applies, r1.operator_applies + 2) << what;
+        }
+  EXPECT_TRUE(tells_apart) << "no size whose iterations a fixed batch of 8 overshoots by 3 or more";
+}
+
 // Timing, progress and profiling options on the GPU: the per-kernel table counts every SpMV the iteration
 // ran, progress lines reach the callback (the library prints nothing), profiling brackets change nothing.
 TEST_F(GpuApi, TimingProgressAndProfilingOptions) {
