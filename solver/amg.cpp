@@ -239,11 +239,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         if (kept_agg && kept_agg->of.size() != static_cast<size_t>(n))
           throw Error(at + "the kept aggregates are of " + std::to_string(kept_agg->of.size()) + " rows, the level has " +
                       std::to_string(n));
-        timed("diagonal", [&] {
-          dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s, levels_[l].first_row);
-          if (kept_agg) return;
-          diag = DeviceArray<double>(static_cast<size_t>(n), "amg diagonal");
-          launch_diagonal(a, diag.data(), s);
+        timed("diagonal", [&] {  // (and the strength graph's diagonal in the same pass)
+          if (!kept_agg) diag = DeviceArray<double>(static_cast<size_t>(n), "amg diagonal");
+          dinv = checked_inverse_diagonal(a, in.matrix_name, (at + "smoothing").c_str(), s, levels_[l].first_row,
+                                          kept_agg ? nullptr : diag.data());
         });
         if (!kept_agg) {
           DeviceCsr strength;
@@ -419,9 +418,11 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         L.scale = smoother_scaling(o, a, std::move(dinv), s);
         auto pp = std::make_shared<DeviceCsr>(std::move(p));
         L.p_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(pp));
-        L.p = level_operator(was ? was->p.get() : nullptr, *L.p_setup);
+        // R and P in FP32 where the precision allows, as the levels' operators (R = P' rounded alike: the cycle
+        // stays symmetric)
+        L.p = level_matrix_operator(was ? was->p.get() : nullptr, *L.p_setup);
         L.r_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(r));
-        L.r = level_operator(was ? was->r.get() : nullptr, *L.r_setup);
+        L.r = level_matrix_operator(was ? was->r.get() : nullptr, *L.r_setup);
         Level next;
         next.a = coarse;
         next.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(coarse));
@@ -449,8 +450,14 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
     split_nnz = sum_over_ranks(in.product, split_nnz, s);
   }
   std::string fp32_levels;  // "0, 1 (dia-f32)": the levels whose kernel stores FP32 values
+  std::string fp32_transfers;  // "0, 1": the levels whose R and P store FP32 values
+  auto stores_fp32 = [](const std::unique_ptr<LinearOperator>& op) {
+    const KernelEntry* e = op ? find_kernel(op->chosen(1)) : nullptr;
+    return e && e->fp32_values;
+  };
   for (size_t l = 0; l < levels_.size(); ++l) {
     const Level& L = levels_[l];
+    if (stores_fp32(L.p) && stores_fp32(L.r)) fp32_transfers += (fp32_transfers.empty() ? "" : ", ") + std::to_string(l);
     AmgLevelReport lr;
     lr.rows = L.a->rows, lr.nnz = L.a->nnz;
     lr.kernel = l + 1 == levels_.size() ? "dense inverse" : L.op->chosen(std::max(1, in.expected_columns));
@@ -470,6 +477,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   if (!fp32_levels.empty()) {
     report_.precision = Precision::mixed;
     report_.precision_reason = "whose level operators read FP32 values on level(s) " + fp32_levels;
+    if (!fp32_transfers.empty()) report_.precision_reason += ", R and P on level(s) " + fp32_transfers;
   } else if (in.precision == Precision::mixed) {
     throw UsageError("--precision mixed: no level of the AMG hierarchy runs a kernel with an FP32-values variant "
                      "(those with one: " + kernels_with_fp32_variant() + "; level 0 runs " + report_.levels[0].kernel +

@@ -269,9 +269,9 @@ void apply_polynomial(const LinearOperator& A, const double* scale, const Polyno
 }
 
 DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
-                                             cudaStream_t s, int64_t first_row) {
+                                             cudaStream_t s, int64_t first_row, double* diagonal) {
   DeviceArray<double> d(static_cast<size_t>(a.rows), "inverse diagonal");
-  const DiagonalSummary sum = inverse_diagonal(a, d.data(), s);
+  const DiagonalSummary sum = inverse_diagonal(a, d.data(), s, diagonal);
   if (sum.first_nonpositive != INT32_MAX) {
     const double value = sum.first_value;
     throw InputError(matrix_name, 0, std::string(who) + " needs a positive diagonal, but row " +

@@ -115,9 +115,9 @@ struct PreconditionerChoice {
 PreconditionerChoice choose_preconditioner(const PreconditionerInputs& in);
 
 // The inverse diagonal on the device, checked: InputError naming the first row with a_ii <= 0 (as a row of the
-// whole system: a's first row is its row first_row, a rank's first).
+// whole system: a's first row is its row first_row, a rank's first). `diagonal` (when not null) takes a_ii too.
 DeviceArray<double> checked_inverse_diagonal(const DeviceCsr& a, const std::string& matrix_name, const char* who,
-                                             cudaStream_t stream, int64_t first_row = 0);
+                                             cudaStream_t stream, int64_t first_row = 0, double* diagonal = nullptr);
 
 // A polynomial smoother x <- x + q(S A)(b - A x) in steps (solver/preconditioner.cpp): each step d = c1 d + c2 S res,
 // x += d, res -= A d, with S a diagonal scaling. Chebyshev on [lambda_max / ratio, lambda_max] of S A when

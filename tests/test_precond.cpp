@@ -134,6 +134,48 @@ TEST_F(GpuPrecond, DeviceStrengthAndAggregatesEqualTheHostRule) {
     }
 }
 
+// The device transpose is exact (a permutation of the entries, rows sorted): against a host counting transpose, on
+// no entries, one column, empty rows and columns, and column counts whose indices need 1, 2, 10 and 21 bits (the
+// sort runs on those bits alone). Outputs poisoned by the comparison itself: every entry is compared.
+TEST_F(GpuPrecond, TransposeIsExact) {
+  std::mt19937 rng(31);
+  for (const auto& [rows, cols, per_row] : std::vector<std::tuple<int32_t, int32_t, int>>{
+           {0, 0, 0}, {5, 3, 0}, {1, 1, 1}, {40, 1, 1}, {7, 3, 2}, {300, 1000, 5}, {2000, (1 << 20) + 3, 9}, {999, 17, 6}}) {
+    const std::string what = std::to_string(rows) + " x " + std::to_string(cols);
+    CsrMatrix a;
+    a.rows = rows, a.cols = cols;
+    for (int32_t i = 0; i < rows; ++i) {
+      std::vector<int32_t> c;
+      const int len = i % 4 == 3 ? 0 : std::min<int>(per_row, cols);  // every fourth row empty
+      while (static_cast<int>(c.size()) < len) {
+        const int32_t j = static_cast<int32_t>(rng() % static_cast<uint32_t>(cols));
+        if (std::find(c.begin(), c.end(), j) == c.end()) c.push_back(j);
+      }
+      std::sort(c.begin(), c.end());
+      for (int32_t j : c) a.col_idx.push_back(j), a.values.push_back(std::ldexp(double(rng() % 1000) + 1, -int(rng() % 40)));
+      a.row_ptr.push_back(static_cast<RowOffset>(a.col_idx.size()));
+    }
+    // host: count each column, then place the entries row by row (so each column keeps its row order)
+    std::vector<RowOffset> want_ptr(static_cast<size_t>(cols) + 1, 0);
+    for (int32_t j : a.col_idx) ++want_ptr[static_cast<size_t>(j) + 1];
+    for (int32_t j = 0; j < cols; ++j) want_ptr[j + 1] += want_ptr[j];
+    std::vector<int32_t> want_col(a.col_idx.size());
+    std::vector<double> want_val(a.col_idx.size());
+    std::vector<RowOffset> next(want_ptr.begin(), want_ptr.end() - (cols > 0 ? 1 : 0));
+    for (int32_t i = 0; i < rows; ++i)
+      for (RowOffset p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+        const RowOffset at = next[a.col_idx[p]]++;
+        want_col[at] = i, want_val[at] = a.values[p];
+      }
+    const CsrMatrix t = download_csr(transpose(*upload_csr_shared(a), 0));
+    EXPECT_EQ(t.rows, cols) << what;
+    EXPECT_EQ(t.cols, rows) << what;
+    EXPECT_EQ(std::vector<RowOffset>(t.row_ptr.begin(), t.row_ptr.end()), want_ptr) << what;
+    EXPECT_EQ(std::vector<int32_t>(t.col_idx.begin(), t.col_idx.end()), want_col) << what;
+    EXPECT_EQ(std::vector<double>(t.values.begin(), t.values.end()), want_val) << what;
+  }
+}
+
 // The device's P (smoothed or plain), R = P' and A_c = R A P against Eigen's products of the host pieces.
 TEST_F(GpuPrecond, GalerkinProductEqualsEigen) {
   for (const auto& [name, a] : std::vector<std::pair<std::string, CsrMatrix>>{

@@ -4,6 +4,7 @@
 // stable sort for the prefix sums and the transpose; cuSPARSE SpGEMM only for a product with a row wider than
 // our kernel takes. The aggregation follows sparse/aggregation.cpp (after Bell, Dalton & Olson, SISC 2012, and
 // cusp's MIS-2 aggregation) so that the host reference and the device give the same aggregates.
+#include <cub/device/device_radix_sort.cuh>
 #include <thrust/binary_search.h>
 #include <thrust/count.h>
 #include <thrust/device_ptr.h>
@@ -11,6 +12,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/zip_iterator.h>
 #include <thrust/scan.h>
+#include <thrust/sequence.h>
 #include <thrust/sort.h>
 #include <thrust/functional.h>
 #include <thrust/transform_reduce.h>
@@ -42,10 +44,13 @@ struct DiagonalBits {
   unsigned long long min_bits, max_bits;  // positive doubles order as their bit patterns
 };
 
-// One atomic per warp, not per row: 8M rows' atomics on one address serialised in L2 (16 ms at 8M rows).
+// One atomic per block, not per row: 8M rows' atomics on one address serialised in L2 (16 ms at 8M rows), and
+// one a warp still cost 652 us at 8M rows (a pass over the same entries without them: 251 us).
 template <class Offset>  // the row offsets as stored: int32, or 64-bit past 2^31 entries (a rank's share)
-__global__ void inverse_diagonal_kernel(int32_t n, const Offset* __restrict__ rp, const int32_t* __restrict__ ci,
-                                        const double* __restrict__ v, double* __restrict__ dinv, DiagonalBits* out) {
+__global__ void __launch_bounds__(kThreads)
+    inverse_diagonal_kernel(int32_t n, const Offset* __restrict__ rp, const int32_t* __restrict__ ci,
+                            const double* __restrict__ v, double* __restrict__ dinv, double* __restrict__ diag,
+                            DiagonalBits* out) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   int32_t nonpositive = INT32_MAX;
   unsigned long long lo = ~0ULL, hi = 0ULL;
@@ -54,6 +59,7 @@ __global__ void inverse_diagonal_kernel(int32_t n, const Offset* __restrict__ rp
     for (Offset p = rp[i]; p < rp[i + 1]; ++p)
       if (ci[p] == i) di = v[p];
     dinv[i] = 1.0 / di;
+    if (diag) diag[i] = di;
     if (!(di > 0)) {
       nonpositive = i;
     } else {
@@ -66,7 +72,15 @@ __global__ void inverse_diagonal_kernel(int32_t n, const Offset* __restrict__ rp
     lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
     hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
   }
-  if ((threadIdx.x & 31) != 0) return;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ int32_t s_nonpositive[kWarps];
+  __shared__ unsigned long long s_lo[kWarps], s_hi[kWarps];
+  const int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0) s_nonpositive[warp] = nonpositive, s_lo[warp] = lo, s_hi[warp] = hi;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kWarps; ++w)
+    nonpositive = min(nonpositive, s_nonpositive[w]), lo = min(lo, s_lo[w]), hi = max(hi, s_hi[w]);
   if (nonpositive != INT32_MAX) atomicMin(&out->first_nonpositive, nonpositive);
   if (hi != 0ULL) atomicMin(&out->min_bits, lo), atomicMax(&out->max_bits, hi);
 }
@@ -129,23 +143,30 @@ __device__ __forceinline__ bool tuple_greater(uint8_t sa, int32_t ia, uint8_t sb
 // The max over {i} and its neighbours of the tuples (ts, ti): first pass from the states (the tuple of j is
 // (state[j], j)), second pass from the first's output. In the first pass an In row keeps its own tuple (no two
 // In rows lie within distance 2, so none of its neighbours is In); the second pass only matters for undecided
-// rows (mis_update reads nothing else), so decided rows skip it.
+// rows (mis_update reads nothing else), so decided rows skip it. A row whose first-pass tuple was made from
+// decided states alone (its own and its neighbours': final) keeps it in every later round, marked settled, so
+// that the later rounds read the rows near undecided ones only (poisson3d:200's level 0: 16 rounds, each first
+// pass reading the whole graph, 163 us, before).
 template <bool kFromStates>
 __global__ void mis_max_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
                                const uint8_t* __restrict__ state, const uint8_t* __restrict__ ts,
                                const int32_t* __restrict__ ti, uint8_t* __restrict__ os, int32_t* __restrict__ oi,
-                               uint64_t seed) {
+                               uint64_t seed, uint8_t* __restrict__ settled = nullptr) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   uint8_t ms;
   int32_t mi;
   if (kFromStates) {
+    if (settled[i]) return;  // (os, oi as an earlier round left them)
     ms = state[i], mi = i;
+    bool undecided_near = ms == kUndecided;
     if (ms != kIn)
       for (int32_t p = rp[i]; p < rp[i + 1]; ++p) {
         const int32_t j = ci[p];
+        undecided_near |= state[j] == kUndecided;
         if (tuple_greater(state[j], j, ms, mi, seed)) ms = state[j], mi = j;
       }
+    if (!undecided_near) settled[i] = 1;
   } else {
     if (state[i] != kUndecided) return;
     ms = ts[i], mi = ti[i];
@@ -221,6 +242,16 @@ __global__ void expand_rows_kernel(int32_t n, const int32_t* __restrict__ rp, in
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   for (int32_t p = rp[i]; p < rp[i + 1]; ++p) row[p] = i;
+}
+
+// The transpose's entry k: the row and the value of the entry the sort put at k
+__global__ void transpose_gather_kernel(int32_t nnz, const int32_t* __restrict__ sorted, const int32_t* __restrict__ row_of,
+                                        const double* __restrict__ v, int32_t* __restrict__ t_col, double* __restrict__ t_val) {
+  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= nnz) return;
+  const int32_t p = sorted[k];
+  t_col[k] = row_of[p];
+  t_val[k] = v[p];
 }
 
 __global__ void csr_to_dense_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
@@ -603,7 +634,7 @@ void launch_diagonal(const DeviceCsr& a, double* d, cudaStream_t s) {
   CHECK_LAUNCH("diagonal");
 }
 
-DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t s) {
+DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t s, double* diagonal) {
   DiagonalSummary summary;
   if (a.rows == 0) return summary;
   const DiagonalBits start{INT32_MAX, ~0ULL, 0ULL};
@@ -611,7 +642,7 @@ DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t 
   CHECK_CUDA(cudaMemcpyAsync(bits.data(), &start, sizeof start, cudaMemcpyHostToDevice, s));
   with_row_offsets(a, [&](auto rp) {
     inverse_diagonal_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, rp, a.col_idx.data(), a.values.data(), dinv,
-                                                                    bits.data());
+                                                                    diagonal, bits.data());
   });
   CHECK_LAUNCH("inverse-diagonal");
   DiagonalBits h{};
@@ -668,12 +699,14 @@ DeviceAggregates aggregate_on_device(const DeviceCsr& g, uint64_t seed, cudaStre
       ts2(static_cast<size_t>(n), "MIS tuple");
   DeviceArray<int32_t> ti1(static_cast<size_t>(n), "MIS tuple"), ti2(static_cast<size_t>(n), "MIS tuple");
   DeviceArray<unsigned> undecided(1, "MIS undecided count");
+  DeviceArray<uint8_t> settled(static_cast<size_t>(n), "MIS settled rows");
   CHECK_CUDA(cudaMemsetAsync(state.data(), kUndecided, n, s));
+  CHECK_CUDA(cudaMemsetAsync(settled.data(), 0, n, s));
   const int blocks = row_blocks(n);
   for (unsigned left = 1; left > 0;) {
     // two rounds of max over {i} and its neighbours: the max over the distance-2 neighbourhood
     mis_max_kernel<true><<<blocks, kThreads, 0, s>>>(n, g.row_ptr.data(), g.col_idx.data(), state.data(), nullptr,
-                                                     nullptr, ts1.data(), ti1.data(), seed);
+                                                     nullptr, ts1.data(), ti1.data(), seed, settled.data());
     mis_max_kernel<false><<<blocks, kThreads, 0, s>>>(n, g.row_ptr.data(), g.col_idx.data(), state.data(), ts1.data(),
                                                       ti1.data(), ts2.data(), ti2.data(), seed);
     CHECK_CUDA(cudaMemsetAsync(undecided.data(), 0, sizeof(unsigned), s));
@@ -772,6 +805,7 @@ DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e
 }
 
 DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s) {
+  a.require_narrow("the transpose");  // (the sort's positions are int32)
   DeviceCsr t = empty_csr(a.cols, a.rows, a.nnz, "transpose");
   ThrustPoolAllocator scratch;
   const auto policy = thrust::cuda::par(scratch).on(s);
@@ -780,17 +814,29 @@ DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s) {
     CHECK_CUDA(cudaStreamSynchronize(s));
     return t;
   }
-  DeviceArray<int32_t> key(static_cast<size_t>(a.nnz), "transpose keys");
-  CHECK_CUDA(cudaMemcpyAsync(key.data(), a.col_idx.data(), key.bytes(), cudaMemcpyDeviceToDevice, s));
-  CHECK_CUDA(cudaMemcpyAsync(t.values.data(), a.values.data(), t.values.bytes(), cudaMemcpyDeviceToDevice, s));
-  expand_rows_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), t.col_idx.data());
+  // The entries' positions sorted by column (a stable radix sort on the bits a column index needs: 20 for a
+  // million columns, three passes instead of four), then one gather of their rows and values: each column's
+  // entries keep their row order, so the transpose's rows come out sorted. Measured against sorting the
+  // (column, row, value) triples themselves: see docs/perf-notes.md ("R = P' by sorting positions").
+  const int nnz = static_cast<int>(a.nnz);
+  int end_bit = 1;
+  while (end_bit < 31 && (int64_t{1} << end_bit) < a.cols) ++end_bit;
+  DeviceArray<int32_t> key(static_cast<size_t>(nnz), "transpose keys"), order(static_cast<size_t>(nnz), "transpose order"),
+      sorted(static_cast<size_t>(nnz), "transpose sorted order"), row_of(static_cast<size_t>(nnz), "transpose rows");
+  thrust::sequence(policy, thrust::device_pointer_cast(order.data()), thrust::device_pointer_cast(order.data()) + nnz);
+  size_t temp_bytes = 0;
+  CHECK_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, a.col_idx.data(), key.data(), order.data(), sorted.data(),
+                                             nnz, 0, end_bit, s));
+  DeviceArray<char> temp(std::max<size_t>(temp_bytes, 1), "transpose sort scratch");
+  CHECK_CUDA(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, a.col_idx.data(), key.data(), order.data(),
+                                             sorted.data(), nnz, 0, end_bit, s));
+  expand_rows_kernel<<<row_blocks(a.rows), kThreads, 0, s>>>(a.rows, a.row_ptr.data(), row_of.data());
   CHECK_LAUNCH("transpose-rows");
-  // stable: entries of one column keep their row order, so the transpose's rows come out sorted
+  transpose_gather_kernel<<<row_blocks(nnz), kThreads, 0, s>>>(nnz, sorted.data(), row_of.data(), a.values.data(),
+                                                               t.col_idx.data(), t.values.data());
+  CHECK_LAUNCH("transpose-gather");
   auto k = thrust::device_pointer_cast(key.data());
-  thrust::stable_sort_by_key(policy, k, k + a.nnz,
-                             thrust::make_zip_iterator(thrust::make_tuple(thrust::device_pointer_cast(t.col_idx.data()),
-                                                                          thrust::device_pointer_cast(t.values.data()))));
-  thrust::lower_bound(policy, k, k + a.nnz, thrust::counting_iterator<int32_t>(0),
+  thrust::lower_bound(policy, k, k + nnz, thrust::counting_iterator<int32_t>(0),
                       thrust::counting_iterator<int32_t>(a.cols + 1), thrust::device_pointer_cast(t.row_ptr.data()));
   CHECK_CUDA(cudaStreamSynchronize(s));
   return t;

@@ -22,8 +22,9 @@ struct DiagonalSummary {
   double first_value = 0;  // that row's diagonal
   double min = 0, max = 0;
 };
-// dinv[i] = 1 / a_ii in one pass (no library call: a few microseconds on small matrices), with the summary.
-DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t s);
+// dinv[i] = 1 / a_ii in one pass (no library call: a few microseconds on small matrices), with the summary;
+// `diagonal` (when not null) takes a_ii in the same pass.
+DiagonalSummary inverse_diagonal(const DeviceCsr& a, double* dinv, cudaStream_t s, double* diagonal = nullptr);
 // l1[i] = 1 / (a_ii + sum_{j != i} |a_ij|): the l1-Jacobi smoother's scaling (Baker, Falgout, Kolev & Yang
 // 2011), convergent for every SPD A without an eigenvalue estimate. Requires a_ii > 0.
 void launch_l1_inverse(const DeviceCsr& a, double* l1, cudaStream_t s);
