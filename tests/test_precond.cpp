@@ -649,6 +649,36 @@ TEST_F(GpuPrecond, FusedSmoothingIsTheUnfusedBitForBit) {
   }
 }
 
+// A coarse level whose CSR does not fit in L2 (past auto's 32 MiB) takes SELL (its rows are regular), a small one
+// csr-vector (a warp a row keeps the GPU busy where SELL's warp per 32 rows would leave it idle), in FP64 and in
+// the FP32 hierarchy; R and P take the hierarchy's precision; the solve through those levels converges to the
+// host's residual with the iterations of the FP64 hierarchy.
+TEST_F(GpuPrecond, LargeCoarseLevelsTakeSellSmallOnesCsrVector) {
+  const CsrMatrix a = generate("poisson3d:128");  // level 1: ~189k rows, ~6.3M entries (~76 MB); level 2: ~2.7k rows
+  const DenseBlock b = random_block(a.rows, 1, 5);
+  int iterations[2] = {0, 0};
+  for (const Precision p : {Precision::double_precision, Precision::mixed}) {
+    const bool fp32 = p == Precision::mixed;
+    const std::string what = name_of(p);
+    SolverOptions so;
+    so.precond = Preconditioner::amg, so.precision = p;
+    Solver s(a, so);
+    ASSERT_NE(s.preconditioner(), nullptr) << what;
+    const std::vector<AmgLevelReport>& levels = s.preconditioner()->levels;
+    ASSERT_GE(levels.size(), 4u) << what;
+    ASSERT_GT(12.0 * double(levels[1].nnz), 32.0 * (1 << 20)) << what << ": level 1 fits in L2";
+    EXPECT_EQ(levels[1].kernel, fp32 ? "sell-f32" : "sell") << what;
+    EXPECT_EQ(levels[levels.size() - 2].kernel, fp32 ? "csr-vector-f32" : "csr-vector") << what;
+    EXPECT_EQ(s.precision_reason().find("R and P") != std::string::npos, fp32) << what << ": " << s.precision_reason();
+    DenseBlock x(a.rows, 1, 0.0);
+    const SolveResult r = s.solve(b, x);
+    EXPECT_TRUE(r.all_converged()) << what;
+    expect_true_residual(a, b, x, so.iteration.stop.rtol, what);
+    iterations[fp32 ? 1 : 0] = r.columns[0].iterations;
+  }
+  EXPECT_LE(iterations[1], iterations[0] + 1) << "the FP32 hierarchy's iterations";
+}
+
 // Not enough GPU memory for the hierarchy: a DeviceMemoryError that names AMG's level and the sizes (needed,
 // free), not a crash or a CUDA error; the memory is usable again afterwards.
 TEST_F(GpuPrecond, AmgOutOfMemoryIsAClearError) {
