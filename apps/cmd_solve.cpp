@@ -226,7 +226,7 @@ std::optional<SolveCommand> parse_solve_command(const std::vector<std::string>& 
       ("history", po::value<std::string>(), "write the residual history as CSV")
       ("plot", po::value<std::string>(), "draw the residual history of every column (and, on several GPUs, each rank's phases) as SVG")
       ("monitor", po::value<int>()->default_value(it.monitor_every), "print a residual line every N iterations (0: none)")
-      ("check-every", po::value<int>()->default_value(it.check_every), "fused path: iterations between residual reads")
+      ("check-every", po::value<int>()->default_value(it.check_every), "fused path: the most iterations between residual reads (fewer near convergence)")
       ("stagnation", po::value<int>()->default_value(it.stagnation_window),
        "block-cg: hand the running columns to multi-cg after N iterations without a new best residual, when the block has lost rank or is within 1000x of the target (0: never)")
       ("timing", enum_value(lib.timing), (choices<KernelTiming>() + " (auto: per-kernel events on large systems)").c_str())

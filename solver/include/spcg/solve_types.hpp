@@ -263,7 +263,7 @@ struct PreconditionerReport {
 struct SolveOptions {
   StopRule stop;
   VectorOps vector_ops = VectorOps::fused;
-  int check_every = 8;                    // fused path: iterations between host reads of the residual
+  int check_every = 8;                    // fused path: the most iterations between host reads of the residual (fewer near convergence)
   Switch graph = Switch::automatic;       // replay the fused iteration batch from a CUDA graph (auto: when not timing kernels)
   Switch persistent = Switch::automatic;  // small systems run CG in one cooperative launch
   CgRecurrence recurrence = CgRecurrence::automatic;  // cg's (Jacobi or none): classic, or one sum an iteration
