@@ -134,16 +134,14 @@ class GraphReplay {
   Communicator* ranks_;
 };
 
-// The next batch of a running column: half the iterations it still needs by its rate since its last read,
-// log(||r|| / tol) / log(1 / rate), at least 1; `cap` where none is known (no earlier read, no progress since it).
-// Half, because the rate since the last read lags a Krylov method's speeding up: AMG-PCG on 27-point 256^3 read at
-// iteration 8 still asked for 8 more, and converged at 14. A read costs tens of microseconds, an iteration run past
-// convergence a whole iteration.
+// The next batch of a running column (IterationEngine::BatchRule): a share of the iterations it still needs by its
+// rate since its last read, log(||r|| / tol) / log(1 / rate), at least 1; `cap` where none is known (no earlier
+// read, no progress since it).
 int next_batch_for(double norm, int iteration, double earlier_norm, int earlier_iteration, double tol, int cap) {
   if (!(earlier_iteration >= 0 && iteration > earlier_iteration && norm > tol && norm < earlier_norm)) return cap;
   const double log_rate = std::log(norm / earlier_norm) / (iteration - earlier_iteration);  // < 0
-  const double half_needed = std::ceil(0.5 * std::log(tol / norm) / log_rate);
-  return std::isfinite(half_needed) ? static_cast<int>(std::clamp(half_needed, 1.0, double(cap))) : cap;
+  const double share = std::ceil(IterationEngine::BatchRule::share_of_needed * std::log(tol / norm) / log_rate);
+  return std::isfinite(share) ? static_cast<int>(std::clamp(share, 1.0, double(cap))) : cap;
 }
 
 }  // namespace
