@@ -419,10 +419,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         auto pp = std::make_shared<DeviceCsr>(std::move(p));
         L.p_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(pp));
         // R and P in FP32 where the precision allows, as the levels' operators (R = P' rounded alike: the cycle
-        // stays symmetric)
-        L.p = level_matrix_operator(was ? was->p.get() : nullptr, *L.p_setup);
+        // stays symmetric), and on ranks (a level every rank holds whole) only where every rank could
+        L.p = whole_level_operator(was ? was->p.get() : nullptr, *L.p_setup);
         L.r_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(r));
-        L.r = level_matrix_operator(was ? was->r.get() : nullptr, *L.r_setup);
+        L.r = whole_level_operator(was ? was->r.get() : nullptr, *L.r_setup);
         Level next;
         next.a = coarse;
         next.setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(coarse));
