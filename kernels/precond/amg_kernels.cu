@@ -1,7 +1,7 @@
 // Device half of the AMG setup. Work mapping: one thread per row for the row-local steps (diagonal, strength,
 // independent-set rounds, aggregate joins); a group of 4-32 lanes per row for the row-wise products (the
-// smoothing of P, A P and R (A P)); one warp per row for the dense coarsest solve; Thrust (CUB) scans and a
-// stable sort for the prefix sums and the transpose; cuSPARSE SpGEMM only for a product with a row wider than
+// smoothing of P, A P and R (A P)); one warp per row for the dense coarsest solve; Thrust (CUB) scans for the
+// prefix sums, and CUB's radix sort of the entries' positions for the transpose; cuSPARSE SpGEMM only for a product with a row wider than
 // our kernel takes. The aggregation follows sparse/aggregation.cpp (after Bell, Dalton & Olson, SISC 2012, and
 // cusp's MIS-2 aggregation) so that the host reference and the device give the same aggregates.
 #include <cub/device/device_radix_sort.cuh>
@@ -10,7 +10,6 @@
 #include <thrust/device_ptr.h>
 #include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/zip_iterator.h>
 #include <thrust/scan.h>
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
