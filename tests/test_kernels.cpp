@@ -12,6 +12,7 @@
 #include "kernels/bench/bench_probes.hpp"
 #include "kernels/solver_ops/blas1.hpp"
 #include "kernels/solver_ops/block_ops.hpp"
+#include "kernels/variants/dia_box.hpp"
 #include "sparse/eigen_bridge.hpp"
 #include "sparse/formats.hpp"
 #include "spcg/generators.hpp"
@@ -83,11 +84,40 @@ CsrMatrix banded_random(int32_t n, const std::vector<int32_t>& offsets, uint64_t
   return csr_from_triplets(n, n, ti, tj, tv);
 }
 
+// A symmetric stencil on an nx x ny x nz box (7 or 27 points), values uniform in [-1, 1) mirrored across the
+// diagonal: dia keeps the upper half and, lines of at least 16 rows, takes the plane march (spmv_dia_box.cu).
+CsrMatrix symmetric_box_stencil(int32_t nx, int32_t ny, int32_t nz, int points, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t z = 0; z < nz; ++z)
+    for (int32_t y = 0; y < ny; ++y)
+      for (int32_t x = 0; x < nx; ++x) {
+        const int32_t i = (z * ny + y) * nx + x;
+        ti.push_back(i), tj.push_back(i), tv.push_back(2 * rng.uniform() - 1);
+        for (int dz = 0; dz <= 1; ++dz)
+          for (int dy = -1; dy <= 1; ++dy)
+            for (int dx = -1; dx <= 1; ++dx) {
+              const bool upper = dz > 0 || dy > 0 || (dy == 0 && dx > 0);
+              const bool seven = std::abs(dx) + std::abs(dy) + dz == 1;
+              if (!upper || (points == 7 && !seven)) continue;
+              if (x + dx < 0 || x + dx >= nx || y + dy < 0 || y + dy >= ny || z + dz >= nz) continue;
+              const int32_t j = ((z + dz) * ny + (y + dy)) * nx + (x + dx);
+              const double v = 2 * rng.uniform() - 1;
+              ti.push_back(i), tj.push_back(j), tv.push_back(v);
+              ti.push_back(j), tj.push_back(i), tv.push_back(v);
+            }
+      }
+  const int32_t n = nx * ny * nz;
+  return csr_from_triplets(n, n, ti, tj, tv);
+}
+
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
                                     "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
                                     "stencil7-random-40", "stencil27-random-30", "band-random-1000", "wide-band-random-40000",
-                                    "sym-odd-97", "sym-empty-rows-300", "sym-dense-rows-5000"};
+                                    "sym-odd-97", "sym-empty-rows-300", "sym-dense-rows-5000",
+                                    "sym-box7-45x33x7", "sym-box27-37x19x11", "sym-box27-64x16x4"};
   if (spcg::test::have_matrix_dir())
     for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
       names.push_back("file:" + e.path().filename().string());
@@ -112,6 +142,11 @@ CsrMatrix make_matrix(const std::string& name) {
   // below 4990 adds into y[4990] through its mirror entry.
   if (name == "sym-dense-rows-5000") return symmetric_random(5000, 13, 0.001, {3, 4990});
   if (name == "poisson3d-9") return poisson3d_7pt(9);
+  // Box stencils for dia's plane march: lines past one tile (37, 45: a ragged last tile), planes not a multiple of
+  // the tile's 8 lines (19, 33), runs of a few planes; 64 x 16: whole tiles, 4 planes.
+  if (name == "sym-box7-45x33x7") return symmetric_box_stencil(45, 33, 7, 7, 21);
+  if (name == "sym-box27-37x19x11") return symmetric_box_stencil(37, 19, 11, 27, 22);
+  if (name == "sym-box27-64x16x4") return symmetric_box_stencil(64, 16, 4, 27, 23);
   if (name == "rect-50x70") return from_triplets_random(50, 70, 4, 0.1);
   // Stencil patterns with random values, so a kernel that takes the X row of the wrong diagonal fails (the
   // Poisson values are alike on every off-diagonal). Large enough that spmm-dia-window keeps several
@@ -471,8 +506,11 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
   }
   std::vector<std::string> names = kernel_names();
   names.push_back("auto");
-  for (const auto& [mname, a] : std::vector<std::pair<std::string, CsrMatrix>>{{"stencil7-random-20", stencil},
-                                                                              {"powerlaw-3000", powerlaw_spd(3000, 5)}}) {
+  // (sym-box27: dia's plane march with its fused dot)
+  for (const auto& [mname, a] : std::vector<std::pair<std::string, CsrMatrix>>{
+           {"stencil7-random-20", stencil}, {"powerlaw-3000", powerlaw_spd(3000, 5)},
+           {"sym-box27-37x19x11", symmetric_box_stencil(37, 19, 11, 27, 24)},
+           {"sym-box27-33x9x3", symmetric_box_stencil(33, 9, 3, 27, 25)}}) {
     SplitMix64 rng(405);
     std::vector<double> hx(static_cast<size_t>(a.cols));
     for (double& v : hx) v = 2 * rng.uniform() - 1;
@@ -515,10 +553,106 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
     }
     for (const char* must : {"csr-vector", "ell", "sell", "dia"}) {
       const bool made = std::find(built.begin(), built.end(), must) != built.end();
-      if (mname == "stencil7-random-20" || std::string(must) == "csr-vector") EXPECT_TRUE(made) << must << " refused " << mname;
+      if (mname != "powerlaw-3000" || std::string(must) == "csr-vector") EXPECT_TRUE(made) << must << " refused " << mname;
       if (made) EXPECT_NE(std::find(fused.begin(), fused.end(), must), fused.end()) << must << " declined its epilogue on " << mname;
     }
   }
+}
+
+// dia reads a symmetric 27-point box stencil as planes of lines and marches them (spmv_dia_box.cu), in FP64 and
+// FP32 values, wherever its lines are at least 16 rows and it has two planes; other matrices (the 7-point stencil
+// among them) keep the row sweep.
+// (KernelVsEigen checks the march's products on the sym-box matrices, FusedDotMatchesSeparateDot its dot, and
+// test_precond's FusedSmoothingIsTheUnfusedBitForBit its smoothing epilogue.)
+TEST(DiaPlaneMarch, TakenByBoxStencilsOnly) {
+  SPCG_REQUIRE_GPU();
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"sym-box27-37x19x11", true}, {"sym-box27-64x16x4", true},
+      {"sym-box7-45x33x7", false},   // 7-point
+      {"poisson3d-9", false},        // lines of 9 rows
+      {"stencil27-random-30", false},  // not symmetric: all 27 stripes stored
+      {"band-random-1000", false}};
+  for (const auto& [mname, marches] : cases) {
+    const CsrMatrix a = make_matrix(mname);
+    for (const char* kernel : {"dia", "dia-f32"}) {
+      std::unique_ptr<LinearOperator> op;
+      try {
+        op = make_operator(kernel, a);
+      } catch (const FormatRefused& e) {
+        ADD_FAILURE() << kernel << " refused " << mname << ": " << e.what();
+        continue;
+      }
+      EXPECT_EQ(op->setup_info().reason.find("plane march") != std::string::npos, marches)
+          << kernel << " on " << mname << ": '" << op->setup_info().reason << "'";
+    }
+  }
+}
+
+// Fewer partial sums than the march has (tile, run) items (a fused dot's sink of 1 or 3 blocks): each block marches
+// several items, resetting what it keeps on chip between them; y and x'y against the host, NaN-poisoned first.
+TEST(DiaPlaneMarch, BlocksMarchSeveralItems) {
+  SPCG_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const CsrMatrix a = symmetric_box_stencil(70, 20, 9, 27, 26);  // 3 x 3 tiles a plane, 9 planes
+  SplitMix64 rng(27);
+  std::vector<double> hx(static_cast<size_t>(a.cols));
+  for (double& v : hx) v = 2 * rng.uniform() - 1;
+  for (const char* kernel : {"dia", "dia-f32"}) {
+    const std::unique_ptr<LinearOperator> op = make_operator(kernel, a);
+    ASSERT_NE(op->setup_info().reason.find("plane march"), std::string::npos) << kernel;
+    for (const int capacity : {1, 3}) {
+      const std::string what = std::string(kernel) + ", a sink of " + std::to_string(capacity);
+      DeviceArray<double> x(hx), y(std::vector<double>(static_cast<size_t>(a.rows), nan)), res(std::vector<double>{nan});
+      const ReductionWorkspace ws(capacity, 2);
+      ASSERT_TRUE(apply_with_dot(*op, x.data(), y.data(), ws.sink(res.data()), 0)) << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const std::vector<double> hy = y.download();
+      long double dot = 0, dot_abs = 0;
+      for (int32_t i = 0; i < a.rows; ++i) {
+        long double want = 0, row_abs = 0;
+        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+          want += static_cast<long double>(a.values[p]) * hx[a.col_idx[p]];
+          row_abs += std::abs(static_cast<long double>(a.values[p]) * hx[a.col_idx[p]]);
+        }
+        const double tol = (4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() + value_rounding(kernel)) *
+                               static_cast<double>(row_abs) + 1e-300;
+        ASSERT_LE(std::abs(hy[i] - static_cast<double>(want)), tol) << what << " row " << i;  // (false for NaN)
+        dot += static_cast<long double>(hx[i]) * hy[i];
+        dot_abs += std::abs(static_cast<long double>(hx[i]) * hy[i]);
+      }
+      EXPECT_LE(std::abs(res.download()[0] - static_cast<double>(dot)),
+                4.0 * std::sqrt(double(a.rows)) * std::numeric_limits<double>::epsilon() * static_cast<double>(dot_abs))
+          << what;
+    }
+  }
+}
+
+// The box reading itself (host only): offsets of a 27-point stencil on 40 x 20 x 5, of a 7-point one, near misses.
+TEST(DiaPlaneMarch, ReadsBoxStencilOffsets) {
+  auto box27 = [](int32_t line, int32_t plane) {
+    std::vector<int32_t> o = {0, 1, line - 1, line, line + 1};
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) o.push_back(plane + dy * line + dx);
+    return o;
+  };
+  const auto box = find_dia_box(box27(40, 800), 4000);
+  ASSERT_TRUE(box.has_value());
+  EXPECT_EQ(box->line, 40);
+  EXPECT_EQ(box->lines, 20);
+  EXPECT_EQ(box->plane, 800);
+  EXPECT_EQ(box->planes, 5);
+  EXPECT_EQ(find_dia_box(box27(40, 800), 3999)->planes, 5) << "a last plane in part";
+  EXPECT_FALSE(find_dia_box(box27(40, 800), 1599)) << "fewer than two planes";
+  EXPECT_FALSE(find_dia_box(box27(40, 810), 4000)) << "a plane that is not whole lines";
+  EXPECT_FALSE(find_dia_box(box27(12, 144), 4000)) << "lines of 12 rows";
+  EXPECT_FALSE(find_dia_box({0, 1, 40, 800}, 4000)) << "7-point: the row sweep";
+  std::vector<int32_t> off = box27(40, 800);
+  off.back() += 1;
+  EXPECT_FALSE(find_dia_box(off, 4000)) << "offset 842";
+  off = box27(40, 800);
+  off.erase(off.begin() + 7);
+  EXPECT_FALSE(find_dia_box(off, 4000)) << "a neighbour missing";
+  EXPECT_FALSE(find_dia_box({}, 4000));
 }
 
 // The benchmark's gather-floor probe must make every gather it claims: its partial sums add up to

@@ -8,15 +8,20 @@
 // Work mapping: one thread per row (DiaTuning::rows_per_thread_*), grid-stride over 256-row tiles, so the
 // whole GPU sweeps each stripe front to back together (DRAM page locality; giving each block one contiguous range of rows instead was
 // measured 9% slower on 7-pt 200^3, H200). Rows whose every diagonal lands inside x skip the bounds test.
+// A symmetric 27-point box stencil (find_dia_box) takes the plane march of spmv_dia_box.cu instead, which keeps the
+// lower half's second read on chip.
 // dia-f32: the same stripes with FP32 values (half the value bytes; x, y and the sums stay FP64), the iteration
 // operator of mixed precision (SolverOptions::precision); made from the FP64 stripes by one conversion pass.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
 #include "kernels/setup_kernels.hpp"
+#include "kernels/variants/dia_box.cuh"
+#include "kernels/variants/dia_common.cuh"
 
 namespace spcg {
 namespace {
@@ -35,37 +40,8 @@ struct DiaTuning {
   static constexpr int rows_per_thread_fp32 = 1;
 };
 
-// Stripes with caching loads when they are read twice (symmetric), streaming loads otherwise; FP32 values are
-// widened on load (the products and sums are FP64 either way).
-template <bool Symmetric>
-__device__ __forceinline__ double load_value(const double* p) {
-  if constexpr (Symmetric) return __ldg(p);
-  else return dev::load_stream(p);
-}
-template <bool Symmetric>
-__device__ __forceinline__ double load_value(const float* p) {
-  if constexpr (Symmetric) return static_cast<double>(__ldg(p));
-  else return static_cast<double>(__ldcs(p));
-}
-
-// A polynomial smoother's step in the product's epilogue (FusedSmoothing: the product is of d_in, alpha -1 and
-// beta 1 on res), each row's arithmetic that of dev::store_y and launch_chebyshev_step (the same bits).
-struct SmoothingEpilogue {
-  double* res = nullptr;
-  double* d_out = nullptr;
-  double* x = nullptr;
-  const double* scale = nullptr;
-  double c1 = 0, c2 = 0;
-  const uint8_t* rows_apart = nullptr;  // rows whose step the caller finishes (res alone written)
-  __device__ __forceinline__ void operator()(int64_t row, double d_in, double sum) const {
-    const double r = fma(1.0, res[row], -1.0 * sum);  // store_y(res, -1, sum, 1)
-    res[row] = r;
-    if (rows_apart && rows_apart[row]) return;
-    const double dt = fma(c1, d_in, c2 * scale[row] * r);  // chebyshev_step_kernel's
-    d_out[row] = dt;
-    x[row] = x[row] + dt;
-  }
-};
+using dia::load_value;
+using dia::SmoothingEpilogue;
 
 // Rows [first + u * blockDim.x, u < U) of a tile of U x blockDim.x consecutive rows: each thread's U rows issue
 // their loads of one diagonal together (U independent loads in flight), the tiles grid-stride so that the whole
@@ -151,6 +127,10 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
       values32_ = device_to_float(dia_->values, "dia FP32 stripes");
       info_.convert_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
+    if (dia_->symmetric) box_ = find_dia_box(dia_->offsets.download(), rows_);
+    if (box_)
+      info_.reason = "plane march: planes of " + std::to_string(box_->lines) + " lines of " + std::to_string(box_->line) +
+                     " rows";
   }
   std::string name() const override { return fp32_ ? "dia-f32" : "dia"; }
   double bytes_per_apply(int k) const override {
@@ -179,6 +159,14 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
   template <bool WithDot, bool Smooth = false>
   void launch(const double* x, int ld, double alpha, double beta, double* y, cudaStream_t s, const DotSink& sink,
               const SmoothingEpilogue& smooth = {}) const {
+    if (box_) {  // a 27-point box stencil: the plane march (spmv_dia_box.cu)
+      const DotSink* with_dot = WithDot ? &sink : nullptr;
+      const SmoothingEpilogue* with_smoothing = Smooth ? &smooth : nullptr;
+      const bool marched =
+          fp32_ ? launch_dia_box(*box_, rows_, dia_->stride, values32_.data(), x, ld, alpha, beta, y, with_dot, with_smoothing, s)
+                : launch_dia_box(*box_, rows_, dia_->stride, dia_->values.data(), x, ld, alpha, beta, y, with_dot, with_smoothing, s);
+      if (marched) return;
+    }
     if (fp32_) launch_rows<WithDot, DiaTuning::rows_per_thread_fp32, Smooth>(x, ld, alpha, beta, y, s, sink, smooth);
     else launch_rows<WithDot, DiaTuning::rows_per_thread_fp64, Smooth>(x, ld, alpha, beta, y, s, sink, smooth);
   }
@@ -210,6 +198,7 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
 
   bool fp32_;
   std::shared_ptr<const DeviceDia> dia_;
+  std::optional<DiaBox> box_;  // the plane march's reading of the offsets, where they are a box stencil's
   DeviceArray<float> values32_;
 };
 
