@@ -144,6 +144,7 @@ class AutoOperator final : public LinearOperator,
     info_ = spmv_->setup_info();
     info_.analysis_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
                          spmv_->setup_info().convert_ms - spmv_->setup_info().upload_ms;
+    if (!spmv_->setup_info().reason.empty()) why += " (" + spmv_->setup_info().reason + ")";  // what its setup chose
     info_.reason = why;
     // Small systems: the persistent (one-launch) CG's layout, on the setup's shared CSR.
     if (!o.device_layouts_only) persistent_ = PersistentCgMatrix::make(a);

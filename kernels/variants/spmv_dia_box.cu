@@ -228,11 +228,10 @@ MarchShape march_shape(const DiaBox& box, int most_blocks) {
   MarchShape m;
   m.tiles_x = (box.line + DiaBoxTuning::tile_x - 1) / DiaBoxTuning::tile_x;
   m.tiles = m.tiles_x * ((box.lines + DiaBoxTuning::tile_y - 1) / DiaBoxTuning::tile_y);
-  // (counted in whole tiles of rows: where lines end inside a tile, its blocks stream less, 100^3's last of four
-  // tiles along a line 5 of its 32 columns)
+  // (counted in tiles: counting only the rows a tile streams, 100^3's FP32 march took 14 runs and 48 us where 10
+  // runs took 42)
   const double wanted = double(DiaBoxTuning::blocks_per_sm<V, Smooth>()) * device_sm_count();
-  const double full_tiles = double(box.plane) / DiaBoxTuning::threads;
-  const int runs = std::clamp(static_cast<int>(std::lround(wanted / full_tiles)), 1, box.planes);
+  const int runs = std::clamp(static_cast<int>(std::lround(wanted / m.tiles)), 1, box.planes);
   m.planes_per_run = (box.planes + runs - 1) / runs;
   m.items = m.tiles * ((box.planes + m.planes_per_run - 1) / m.planes_per_run);
   m.blocks = std::min(m.items, most_blocks);
