@@ -491,6 +491,30 @@ TEST(Registry, AtomicKernelsSayTheyAreNotDeterministic) {
   EXPECT_TRUE(make_operator("csr-adaptive", a)->deterministic());
 }
 
+// y = A x and its fused x'y against the host (long double): y entrywise within the row-scaled rounding bound (a
+// row left at its NaN poison fails), the dot within sqrt(n) eps of its terms' magnitudes.
+void expect_product_and_dot(const CsrMatrix& a, const std::vector<double>& hx, const std::vector<double>& hy,
+                            double got_dot, const std::string& kernel, const std::string& what) {
+  long double dot = 0, dot_abs = 0;
+  for (int32_t i = 0; i < a.rows; ++i) {
+    long double want = 0, row_abs = 0;
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+      want += static_cast<long double>(a.values[p]) * hx[a.col_idx[p]];
+      row_abs += std::abs(static_cast<long double>(a.values[p]) * hx[a.col_idx[p]]);
+    }
+    const double tol = (4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() + value_rounding(kernel)) *
+                           static_cast<double>(row_abs) + 1e-300;
+    ASSERT_TRUE(std::isfinite(hy[i])) << what << ": y[" << i << "] not written";
+    ASSERT_LE(std::abs(hy[i] - static_cast<double>(want)), tol) << what << " row " << i;
+    dot += static_cast<long double>(hx[i]) * hy[i];
+    dot_abs += std::abs(static_cast<long double>(hx[i]) * hy[i]);
+  }
+  ASSERT_TRUE(std::isfinite(got_dot)) << what << ": the dot was not written";
+  EXPECT_LE(std::abs(got_dot - static_cast<double>(dot)),
+            4.0 * std::sqrt(double(a.rows)) * std::numeric_limits<double>::epsilon() * static_cast<double>(dot_abs) + 1e-300)
+      << what << ": fused dot " << got_dot << " vs host " << static_cast<double>(dot);
+}
+
 // y = A x with x . y fused into the kernel's epilogue (the CG's q = A p and p'q): on random x (a constant x
 // would make the interior of y zero on a Laplacian), y against the host SpMV entrywise with the row-scaled
 // rounding bound, and the dot against the host dot of x and the returned y; y and the result NaN-poisoned
@@ -529,26 +553,7 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
       if (!apply_with_dot(*op, x.data(), y.data(), ws.sink(res.data()), 0)) continue;  // no epilogue: the solver falls back
       fused.push_back(name);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-      const std::vector<double> hy = y.download();
-      long double dot = 0, dot_abs = 0;
-      for (int32_t i = 0; i < a.rows; ++i) {
-        long double want = 0, row_abs = 0;
-        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
-          want += static_cast<long double>(a.values[p]) * hx[a.col_idx[p]];
-          row_abs += std::abs(static_cast<long double>(a.values[p]) * hx[a.col_idx[p]]);
-        }
-        const double tol = (4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() + value_rounding(name)) *
-                               static_cast<double>(row_abs) + 1e-300;
-        ASSERT_TRUE(std::isfinite(hy[i])) << what << ": y[" << i << "] not written";
-        ASSERT_LE(std::abs(hy[i] - static_cast<double>(want)), tol) << what << " row " << i;
-        dot += static_cast<long double>(hx[i]) * hy[i];
-        dot_abs += std::abs(static_cast<long double>(hx[i]) * hy[i]);
-      }
-      const double got = res.download()[0];
-      ASSERT_TRUE(std::isfinite(got)) << what << ": the dot was not written";
-      EXPECT_LE(std::abs(got - static_cast<double>(dot)),
-                4.0 * std::sqrt(double(a.rows)) * std::numeric_limits<double>::epsilon() * static_cast<double>(dot_abs) + 1e-300)
-          << what << ": fused dot " << got << " vs host " << static_cast<double>(dot);
+      expect_product_and_dot(a, hx, y.download(), res.download()[0], name, what);
       EXPECT_EQ(ws.counter.download()[0], 0u) << what << ": the sink's counter must be left at zero";
     }
     for (const char* must : {"csr-vector", "ell", "sell", "dia"}) {
@@ -606,23 +611,7 @@ TEST(DiaPlaneMarch, BlocksMarchSeveralItems) {
       const ReductionWorkspace ws(capacity, 2);
       ASSERT_TRUE(apply_with_dot(*op, x.data(), y.data(), ws.sink(res.data()), 0)) << what;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-      const std::vector<double> hy = y.download();
-      long double dot = 0, dot_abs = 0;
-      for (int32_t i = 0; i < a.rows; ++i) {
-        long double want = 0, row_abs = 0;
-        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
-          want += static_cast<long double>(a.values[p]) * hx[a.col_idx[p]];
-          row_abs += std::abs(static_cast<long double>(a.values[p]) * hx[a.col_idx[p]]);
-        }
-        const double tol = (4.0 * (a.row_length(i) + 2) * std::numeric_limits<double>::epsilon() + value_rounding(kernel)) *
-                               static_cast<double>(row_abs) + 1e-300;
-        ASSERT_LE(std::abs(hy[i] - static_cast<double>(want)), tol) << what << " row " << i;  // (false for NaN)
-        dot += static_cast<long double>(hx[i]) * hy[i];
-        dot_abs += std::abs(static_cast<long double>(hx[i]) * hy[i]);
-      }
-      EXPECT_LE(std::abs(res.download()[0] - static_cast<double>(dot)),
-                4.0 * std::sqrt(double(a.rows)) * std::numeric_limits<double>::epsilon() * static_cast<double>(dot_abs))
-          << what;
+      expect_product_and_dot(a, hx, y.download(), res.download()[0], kernel, what);
     }
   }
 }
