@@ -977,34 +977,37 @@ TEST_F(GpuRanks, NcclCgReplaysItsBatchesFromAGraph) {
 // the halo product) give the bits of the steps run apart, FP64 and FP32 level 0, on 1, 2 and 3 ranks
 // (deterministic mode), and the report names the fused level.
 TEST_F(GpuRanks, FusedSmoothingOverRanksIsTheUnfusedBitForBit) {
-  // 1M rows: past auto's latency-bound size on every rank, where a banded block takes DIA (the kernel that fuses)
-  const CsrMatrix a = generate("poisson3d:100");
-  for (const Precision precision : {Precision::double_precision, Precision::mixed})
-    for (const int size : {1, 2, 3}) {
-      const std::string what = std::string(name_of(precision)) + " on " + std::to_string(size) + " ranks";
-      RanksOutcome got[2];
-      for (const bool fuse : {true, false}) {
-        SolverOptions o = options_for(SolverKind::cg, Preconditioner::amg, 1, /*deterministic=*/true);
-        o.precision = precision, o.iteration.stop.rtol = 1e-8;
-        o.precond_options.fuse_smoothing = fuse;
-        got[fuse ? 0 : 1] = solve_on_ranks(a, size, o, 1, 11);
+  // 1M rows: past auto's latency-bound size on every rank, where a banded block takes DIA (the kernel that fuses);
+  // the 27-point stencil's blocks (slabs of 33 planes and more) take its plane march
+  for (const std::string spec : {"poisson3d:100", "poisson3d27:100"}) {
+    const CsrMatrix a = generate(spec);
+    for (const Precision precision : {Precision::double_precision, Precision::mixed})
+      for (const int size : {1, 2, 3}) {
+        const std::string what = spec + " " + name_of(precision) + " on " + std::to_string(size) + " ranks";
+        RanksOutcome got[2];
+        for (const bool fuse : {true, false}) {
+          SolverOptions o = options_for(SolverKind::cg, Preconditioner::amg, 1, /*deterministic=*/true);
+          o.precision = precision, o.iteration.stop.rtol = 1e-8;
+          o.precond_options.fuse_smoothing = fuse;
+          got[fuse ? 0 : 1] = solve_on_ranks(a, size, o, 1, 11);
+        }
+        ASSERT_EQ(got[0].rank0.columns[0].status, ColumnStatus::converged) << what;
+        EXPECT_EQ(got[0].rank0.columns[0].iterations, got[1].rank0.columns[0].iterations) << what;
+        ASSERT_EQ(got[0].x.data.size(), got[1].x.data.size()) << what;
+        EXPECT_EQ(std::memcmp(got[0].x.data.data(), got[1].x.data.data(), got[0].x.data.size() * sizeof(double)), 0)
+            << what << ": fused and apart differ";
+        for (const PreconditionerReport& r : got[0].reports) {
+          ASSERT_FALSE(r.levels.empty()) << what;
+          EXPECT_EQ(r.levels[0].kernel.rfind(precision == Precision::mixed ? "dia-f32" : "dia", 0), 0u) << what << ": " << r.levels[0].kernel;
+          EXPECT_NE(r.detail.find("fused into the product on level(s) 0"), std::string::npos) << what << ": " << r.detail;
+        }
+        for (const PreconditionerReport& r : got[1].reports)
+          EXPECT_EQ(r.detail.find("fused into the product"), std::string::npos) << what << ": " << r.detail;
+        const DenseBlock b = make_rhs("random", a.rows, 1, 11);
+        EXPECT_LE(relative_residuals(a, got[0].x, b)[0], 1e-8 + 2 * residual_rounding(a, got[0].x, b)[0] / got[0].rank0.columns[0].b_norm)
+            << what;
       }
-      ASSERT_EQ(got[0].rank0.columns[0].status, ColumnStatus::converged) << what;
-      EXPECT_EQ(got[0].rank0.columns[0].iterations, got[1].rank0.columns[0].iterations) << what;
-      ASSERT_EQ(got[0].x.data.size(), got[1].x.data.size()) << what;
-      EXPECT_EQ(std::memcmp(got[0].x.data.data(), got[1].x.data.data(), got[0].x.data.size() * sizeof(double)), 0)
-          << what << ": fused and apart differ";
-      for (const PreconditionerReport& r : got[0].reports) {
-        ASSERT_FALSE(r.levels.empty()) << what;
-        EXPECT_EQ(r.levels[0].kernel.rfind(precision == Precision::mixed ? "dia-f32" : "dia", 0), 0u) << what << ": " << r.levels[0].kernel;
-        EXPECT_NE(r.detail.find("fused into the product on level(s) 0"), std::string::npos) << what << ": " << r.detail;
-      }
-      for (const PreconditionerReport& r : got[1].reports)
-        EXPECT_EQ(r.detail.find("fused into the product"), std::string::npos) << what << ": " << r.detail;
-      const DenseBlock b = make_rhs("random", a.rows, 1, 11);
-      EXPECT_LE(relative_residuals(a, got[0].x, b)[0], 1e-8 + 2 * residual_rounding(a, got[0].x, b)[0] / got[0].rank0.columns[0].b_norm)
-          << what;
-    }
+  }
 }
 
 // Mixed precision on ranks with the classic recurrence: a restart keeps the iteration count (the finish after
