@@ -112,12 +112,35 @@ CsrMatrix symmetric_box_stencil(int32_t nx, int32_t ny, int32_t nz, int points, 
   return csr_from_triplets(n, n, ti, tj, tv);
 }
 
+// Symmetric, n x n, with the 27 diagonals of a box stencil of lines of `line` rows and planes of `plane` rows, every
+// entry inside the matrix present (random values, mirrored): no stencil's zeros where a line or plane wraps, and n
+// need not be whole planes. dia's plane march must give its product all the same (its box is a reading of offsets).
+CsrMatrix symmetric_box_band(int32_t n, int32_t line, int32_t plane, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t i = 0; i < n; ++i) {
+    ti.push_back(i), tj.push_back(i), tv.push_back(2 * rng.uniform() - 1);
+    for (int dz = 0; dz <= 1; ++dz)
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          if (!(dz > 0 || dy > 0 || (dy == 0 && dx > 0))) continue;  // the upper half
+          const int64_t j = int64_t{i} + int64_t{dz} * plane + int64_t{dy} * line + dx;
+          if (j >= n) continue;
+          const double v = 2 * rng.uniform() - 1;
+          ti.push_back(i), tj.push_back(static_cast<int32_t>(j)), tv.push_back(v);
+          ti.push_back(static_cast<int32_t>(j)), tj.push_back(i), tv.push_back(v);
+        }
+  }
+  return csr_from_triplets(n, n, ti, tj, tv);
+}
+
 std::vector<std::string> matrix_names() {
   std::vector<std::string> names = {"empty-0x0", "one-1x1", "odd-97", "empty-rows-300", "dense-row-2000",
                                     "powerlaw-5000", "poisson3d-9", "rect-50x70", "zero-nnz-40",
                                     "stencil7-random-40", "stencil27-random-30", "band-random-1000", "wide-band-random-40000",
                                     "sym-odd-97", "sym-empty-rows-300", "sym-dense-rows-5000",
-                                    "sym-box7-45x33x7", "sym-box27-37x19x11", "sym-box27-64x16x4"};
+                                    "sym-box7-45x33x7", "sym-box27-37x19x11", "sym-box27-64x16x4", "sym-band27-3990"};
   if (spcg::test::have_matrix_dir())
     for (const auto& e : std::filesystem::directory_iterator(spcg::test::matrix_dir() + "/spd"))
       names.push_back("file:" + e.path().filename().string());
@@ -147,6 +170,8 @@ CsrMatrix make_matrix(const std::string& name) {
   if (name == "sym-box7-45x33x7") return symmetric_box_stencil(45, 33, 7, 7, 21);
   if (name == "sym-box27-37x19x11") return symmetric_box_stencil(37, 19, 11, 27, 22);
   if (name == "sym-box27-64x16x4") return symmetric_box_stencil(64, 16, 4, 27, 23);
+  // 27 full diagonals of lines of 40 and planes of 800 rows, 3990 rows: 5 planes, the last in part
+  if (name == "sym-band27-3990") return symmetric_box_band(3990, 40, 800, 28);
   if (name == "rect-50x70") return from_triplets_random(50, 70, 4, 0.1);
   // Stencil patterns with random values, so a kernel that takes the X row of the wrong diagonal fails (the
   // Poisson values are alike on every off-diagonal). Large enough that spmm-dia-window keeps several
@@ -572,7 +597,7 @@ TEST(Registry, FusedDotMatchesSeparateDot) {
 TEST(DiaPlaneMarch, TakenByBoxStencilsOnly) {
   SPCG_REQUIRE_GPU();
   const std::vector<std::pair<std::string, bool>> cases = {
-      {"sym-box27-37x19x11", true}, {"sym-box27-64x16x4", true},
+      {"sym-box27-37x19x11", true}, {"sym-box27-64x16x4", true}, {"sym-band27-3990", true},
       {"sym-box7-45x33x7", false},   // 7-point
       {"poisson3d-9", false},        // lines of 9 rows
       {"stencil27-random-30", false},  // not symmetric: all 27 stripes stored
