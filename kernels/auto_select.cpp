@@ -89,7 +89,7 @@ class AutoOperator final : public LinearOperator,
       spmv = {"sell", "csr-vector"};
       why = "regular rows: ELL fill " + fmt("%.2f", st.ell_fill);
     } else {
-      spmv = {"sell-sorted", "csr-vector", "csr-adaptive"};
+      spmv = {"sell-sorted", "csr-stream", "csr-vector", "csr-adaptive"};
       why = "moderate skew: ELL fill " + fmt("%.2f", st.ell_fill);
     }
     latency_bound_ = csr_bytes_model(a.rows(), a.nnz()) < AutoTuning::latency_bound_bytes;
@@ -113,6 +113,11 @@ class AutoOperator final : public LinearOperator,
         why += "; untimed: csr-vector first";
       }
     }
+    // a kernel for short rows only (its entry's max_row) leaves the list where rows are longer
+    spmv.erase(std::remove_if(spmv.begin(), spmv.end(), [&](const std::string& n) {
+                 const int max_row = find_kernel(n)->max_row;
+                 return max_row > 0 && st.row_max > max_row;
+               }), spmv.end());
     if (cv > AutoTuning::skew_cv) spmm = {"spmm-split", "spmm-swizzle", "spmm-cwm"};
     else if (clearly_dia) spmm = {"spmm-dia-runs", "spmm-dia"};  // both DIA: the block width decides, timed
     else if (spmv.front() == "dia") spmm = {"spmm-dia-runs", "spmm-dia", "spmm-cwm"};

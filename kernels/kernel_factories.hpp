@@ -10,6 +10,8 @@ namespace spcg {
 SPCG_FACTORY(make_csr_scalar);
 SPCG_FACTORY(make_csr_vector);
 SPCG_FACTORY(make_csr_vector_f32);
+SPCG_FACTORY(make_csr_stream);
+SPCG_FACTORY(make_csr_stream_f32);
 SPCG_FACTORY(make_csr_adaptive);
 SPCG_FACTORY(make_csr_merge);
 SPCG_FACTORY(make_ell);

@@ -31,6 +31,8 @@ struct KernelEntry {
   // Stores its values in FP32 (x, y and the sums stay FP64): its products carry FP32 rounding of the values, so
   // the tests hold it to that; auto never short-lists it.
   bool fp32_values = false;
+  // The longest row it takes (0: any): past it the kernel refuses the matrix, and auto does not short-list it.
+  int max_row = 0;
 };
 
 const std::vector<KernelEntry>& kernel_registry();
