@@ -64,13 +64,20 @@ DeviceArray<double> smoother_scaling(const PreconditionerOptions& o, const Devic
   return l1;
 }
 
-class AmgPreconditioner final : public PreconditionerOp {
+class AmgPreconditioner final : public PreconditionerOp, public HoldsFp32Copy {
  public:
   // kept: an update (update_amg): kept's aggregates, level count and level kernels on the new values of `in`.
   AmgPreconditioner(const PreconditionerOptions& o, const PreconditionerInputs& in, const AmgPreconditioner* kept = nullptr);
   void reserve(int k) const override;
   void apply(const double* R, double* Z, int k, cudaStream_t s) const override { cycle(0, R, Z, k, s); }
   double bytes_per_apply(int k) const override;
+  // Level 0's own operator where it stores FP32 values of the solver's matrix (one GPU: a rank's level 0 is a view
+  // of the distributed product).
+  const LinearOperator* fp32_copy_of_product() const override {
+    const Level& fine = levels_.front();
+    const KernelEntry* e = fine.owned && !fine.dist ? find_kernel(fine.owned->chosen(1)) : nullptr;
+    return e && e->fp32_values ? fine.owned.get() : nullptr;
+  }
 
  private:
   struct Level {

@@ -17,7 +17,9 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   KernelTimer& timer = e.timer();
   ReductionPolicy& sums = e.reductions();
   M.reserve(k);
-  const double spmm_bytes = A.bytes_per_apply(k), precond_bytes = M.bytes_per_apply(k), nk = double(n) * k;
+  // mixed precision (one recurrence): q = A p on A's FP32 copy, the true residual on A itself
+  const LinearOperator& Ai = k == 1 ? iteration_operator(A) : A;
+  const double spmm_bytes = Ai.bytes_per_apply(k), precond_bytes = M.bytes_per_apply(k), nk = double(n) * k;
   DeviceArray<double> R(n * k, "pcg residual"), P(n * k, "pcg directions"), Q(n * k, "pcg A*P"), Z(n * k, "pcg M^-1 R");
   ReductionWorkspace ws(reduction_blocks(n * k), 2 * k);
   IterationEngine::Recurrences rec = e.recurrences(k, first_column);
@@ -25,7 +27,7 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   double* totals = sums.step_totals(k);  // null on one GPU: each step's kernel finishes its sums itself
   // (re)start from the true residual: R = B - A X; Z = M^-1 R; P = Z; rr, rz. restart: the iteration count goes on.
   auto start = [&](bool restart) {
-    timer.run("residual", spmm_bytes + 16.0 * nk, [&] {
+    timer.run("residual", A.bytes_per_apply(k) + 16.0 * nk, [&] {
       if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
       A.apply(-1.0, X, 1.0, R.data(), k, s);
     });
@@ -49,7 +51,7 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   e.run(rec, [&](KernelTimer& t) {
     if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
       bool fused_dot = true;
-      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(A, P.data(), Q.data(), ws.sink(pq), s); });
+      t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(Ai, P.data(), Q.data(), ws.sink(pq), s); });
       if (!fused_dot) t.run("dot", 16.0 * nk, [&] { launch_dot(P.data(), Q.data(), n, ws, pq, s); });
     } else {
       t.run("spmm", spmm_bytes, [&] { A.apply(1.0, P.data(), 0.0, Q.data(), k, s); });                     // Q = A P

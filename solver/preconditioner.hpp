@@ -42,6 +42,16 @@ class PreconditionerOp {
   int64_t rows_;
 };
 
+// Opt-in (asked for by dynamic_cast): a preconditioner that holds its own FP32-values copy of the solver's product
+// (AMG's finest level on one GPU). Where every value is an FP32 number the copy's products are the product's, bit
+// for bit, and the iteration may read it rather than a second copy of its own.
+class HoldsFp32Copy {
+ public:
+  virtual ~HoldsFp32Copy() = default;
+  // The copy over the product's rows and columns, or null where it holds none.
+  virtual const LinearOperator* fp32_copy_of_product() const = 0;
+};
+
 // Jacobi from a host inverse diagonal (tests, the benchmark).
 std::unique_ptr<PreconditionerOp> make_jacobi(const std::vector<double>& inverse_diagonal);
 

@@ -252,6 +252,7 @@ struct Solver::Impl {
   DistributedOperator* rank_op = nullptr;  // op, as a rank's share
   std::unique_ptr<PreconditionerOp> precond;  // after op: it may hold a reference to it
   std::unique_ptr<LinearOperator> op32;       // mixed precision: the kernel's FP32-values variant
+  const LinearOperator* iteration32 = nullptr;  // what cg's products read: op32, or the preconditioner's copy
   bool op32_exact = false;                    // ... whose values are A's (every value an FP32 number)
   Precision precision = Precision::double_precision;  // as resolved
   bool fp32_iteration = false;  // mixed in the iteration's own products (not AMG's hierarchy alone)
@@ -323,6 +324,7 @@ struct Solver::Impl {
     Precision precision = Precision::double_precision;
     std::string reason;
     std::unique_ptr<LinearOperator> op32;  // one GPU's FP32 copy (a rank's is made by commit_precision)
+    const LinearOperator* held32 = nullptr;  // ... or the preconditioner's own (AMG's finest level), not owned
     bool exact = false;                    // every value an FP32 number: the copy's products are A's
     const KernelEntry* kernel = nullptr;
     bool hierarchy_only = false;  // AMG's levels chose it; the iteration stays FP64 (no FP32 copy of A)
@@ -335,11 +337,24 @@ struct Solver::Impl {
       return c;
     }
     const Preconditioner pc = precond_now ? precond_now->report().kind : Preconditioner::none;
-    if (pc == Preconditioner::amg) {  // the iteration in FP64; the hierarchy chose its levels' precision
+    if (pc == Preconditioner::amg) {  // the hierarchy chose its levels' precision
       const PreconditionerReport& amg = precond_now->report();
       c.precision = amg.precision;
       c.hierarchy_only = true;
       c.reason = "the iteration in FP64 with an AMG hierarchy " + amg.precision_reason;
+      // cg's products on the finest level's FP32 copy where it loses nothing: every value an FP32 number, so its
+      // products are A's bit for bit (the dot fused into them may sum in another order) at half the value bytes;
+      // on one GPU, where the hierarchy holds that copy (no second one is made)
+      const auto* holder = dynamic_cast<const HoldsFp32Copy*>(precond_now);
+      const LinearOperator* copy = holder ? holder->fp32_copy_of_product() : nullptr;
+      if (copy && !rank_op && options.solver == SolverKind::cg && options.iteration.vector_ops != VectorOps::thrust) {
+        const DeviceCsr& csr = *matrix.device_csr();
+        if (thrust_count_not_fp32(csr.values.data(), csr.nnz, 0) == 0) {
+          c.held32 = copy, c.exact = true, c.hierarchy_only = false;
+          c.reason = "the iteration on the AMG hierarchy's finest level (" + copy->chosen(1) +
+                     ": every value an FP32 number, nothing lost) with the hierarchy " + amg.precision_reason;
+        }
+      }
       return c;
     }
     const LinearOperator& local = rank_op ? rank_op->local_operator() : op_now;
@@ -393,6 +408,7 @@ struct Solver::Impl {
   void commit_precision(PrecisionChoice c, const OperatorOptions& oo) {
     if (rank_op && c.precision == Precision::mixed && !c.hierarchy_only) rank_op->make_fp32_copy(oo, c.exact);
     op32 = std::move(c.op32);
+    iteration32 = op32 ? op32.get() : c.held32;
     fp32_iteration = c.precision == Precision::mixed && !c.hierarchy_only;
     precision = c.precision;
     precision_reason = std::move(c.reason);
@@ -440,6 +456,7 @@ struct Solver::Impl {
     ph.push_back({"preconditioner", precond_ms});
     // the FP32 copy of the new values (auto: are they FP32 numbers?), made before anything is swapped
     PrecisionChoice new_precision = choose_precision(*new_op, new_precond.get(), *new_setup, oo);
+    iteration32 = nullptr;
     precond.reset();  // it may hold a reference to the old operator
     op32.reset();
     op = std::move(new_op);
@@ -506,8 +523,8 @@ struct Solver::Impl {
       NvtxRange range("solve");
       // auto may have chosen none: its report stays, the solvers get no preconditioner
       const PreconditionerOp* m = precond && precond->report().kind != Preconditioner::none ? precond.get() : nullptr;
-      if (op32) {  // the iteration's products on the FP32 copy, the true residual on op
-        const MixedPrecisionOperator mixed(*op, *op32, op32_exact);
+      if (iteration32) {  // the iteration's products on the FP32 copy, the true residual on op
+        const MixedPrecisionOperator mixed(*op, *iteration32, op32_exact);
         r = ::spcg::solve(options.solver, mixed, m, B, X, iteration_options());
       } else {
         r = ::spcg::solve(options.solver, *op, m, B, X, iteration_options());

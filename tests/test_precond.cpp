@@ -649,6 +649,74 @@ TEST_F(GpuPrecond, FusedSmoothingIsTheUnfusedBitForBit) {
   }
 }
 
+// The copy AMG offers the iteration (HoldsFp32Copy): its product is the solver's bit for bit where every value is
+// an FP32 number (27- and 7-point stencils, each in the row sweep's or the plane march's order), and cg on it with
+// the FP64 true residual beside it converges like cg on the FP64 product: the iterations within one (the dot fused
+// into the product may sum in another order) and both answers at rtol on the host. A hierarchy in FP64 offers none.
+TEST_F(GpuPrecond, AmgFp32CopyOfTheProductIsTheProduct) {
+  for (const std::string spec : {"poisson3d27:40", "poisson3d:33"}) {
+    const CsrMatrix a = generate(spec);
+    for (const Precision precision : {Precision::double_precision, Precision::mixed}) {
+      const std::string what = spec + " " + name_of(precision);
+      Built b;
+      b.a = std::make_unique<CsrMatrix>(a);
+      b.setup = std::make_unique<MatrixSetup>(*b.a);
+      OperatorOptions oo;
+      oo.deterministic = true;
+      b.op = make_operator("dia", *b.setup, oo);
+      PreconditionerOptions po;
+      po.coarse_rows = 100;
+      PreconditionerInputs in{*b.setup, *b.op, oo, "test matrix", 1};
+      in.precision = precision;
+      b.m = make_preconditioner(Preconditioner::amg, po, in);
+      const auto* holder = dynamic_cast<const HoldsFp32Copy*>(b.m.get());
+      ASSERT_NE(holder, nullptr) << what;
+      const LinearOperator* copy = holder->fp32_copy_of_product();
+      if (precision == Precision::double_precision) {
+        EXPECT_EQ(copy, nullptr) << what << ": an FP64 hierarchy offers a copy";
+        continue;
+      }
+      ASSERT_NE(copy, nullptr) << what;
+      EXPECT_EQ(copy->chosen(1), "dia-f32") << what;
+      ASSERT_EQ(copy->rows(), b.op->rows());
+      const DenseBlock xr = random_block(a.rows, 1, 11);
+      DeviceBlock X(a.rows, 1), Y64(a.rows, 1), Y32(a.rows, 1);
+      X.values.upload(xr.data);
+      Y64.values.upload(HostVector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
+      Y32.values.upload(HostVector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
+      b.op->apply(1.0, X, 0.0, Y64);
+      copy->apply(1.0, X, 0.0, Y32);
+      const auto y64 = Y64.values.download<HostVector<double>>(), y32 = Y32.values.download<HostVector<double>>();
+      EXPECT_EQ(std::memcmp(y64.data(), y32.data(), y64.size() * sizeof(double)), 0) << what << ": the copy's product";
+      EXPECT_FALSE(std::isnan(y32[0])) << what;
+      const DenseBlock rhs = random_block(a.rows, 1, 5);
+      SolveOptions so;
+      so.stop = {1e-10, 0, 500};
+      so.time_kernels = true;
+      int iterations[2] = {0, 0};
+      for (const bool on_copy : {false, true}) {
+        DeviceBlock B(a.rows, 1), Xs(a.rows, 1);
+        B.values.upload(rhs.data);
+        Xs.values.upload(HostVector<double>(a.rows, 0.0));
+        const MixedPrecisionOperator mixed(*b.op, *copy, true);
+        const SolveResult r = on_copy ? solve_cg(mixed, b.m.get(), B, Xs, so) : solve_cg(*b.op, b.m.get(), B, Xs, so);
+        ASSERT_TRUE(r.all_converged()) << what << (on_copy ? " on the copy" : "");
+        EXPECT_EQ(r.residual_replacements, 0) << what;
+        // q = A p read the copy's bytes, not A's (the kernel table's model)
+        const auto spmv = std::find_if(r.kernels.begin(), r.kernels.end(), [](const KernelStat& k) { return k.name == "spmv"; });
+        ASSERT_NE(spmv, r.kernels.end()) << what;
+        EXPECT_DOUBLE_EQ(spmv->bytes_per_call, (on_copy ? copy : b.op.get())->bytes_per_apply(1)) << what;
+        DenseBlock x(a.rows, 1);
+        x.data = Xs.values.download<HostVector<double>>();
+        expect_true_residual(a, rhs, x, so.stop.rtol, what + (on_copy ? " on the copy" : ""));
+        iterations[on_copy ? 1 : 0] = r.columns[0].iterations;
+      }
+      EXPECT_LE(std::abs(iterations[1] - iterations[0]), 1) << what;
+      EXPECT_LT(copy->bytes_per_apply(1), b.op->bytes_per_apply(1)) << what;
+    }
+  }
+}
+
 // A coarse level whose CSR does not fit in L2 (past auto's 32 MiB) takes SELL (its rows are regular), a small one
 // csr-vector (a warp a row keeps the GPU busy where SELL's warp per 32 rows would leave it idle), in FP64 and in
 // the FP32 hierarchy; R and P take the hierarchy's precision; the solve through those levels converges to the
@@ -1082,12 +1150,17 @@ TEST_F(GpuPrecond, AutoTakesJacobiWhenTheTrialReachesRtol) {
 }
 
 // Mixed precision with AMG (#35 item 2a): the levels whose kernel has an FP32-values variant (dia's: the stencils'
-// fine level) apply it, the iteration stays FP64. The answer still reaches rtol (checked on the host from the
-// poisoned x), the iterations stay within 10 % (+1) of the FP64 hierarchy's, the report names the FP32 levels, and
-// double keeps every level FP64. A mixed asked where no level has the variant is refused by name.
+// fine level) apply it; the iteration stays FP64 unless every value is an FP32 number (poisson's, not aniso3d's
+// 0.1 and 0.01), where cg's products read the finest level's copy (their bits are A's: no residual replacement).
+// The answer still reaches rtol (checked on the host from the poisoned x), the iterations stay within 10 % (+1) of
+// the FP64 hierarchy's, the report names the FP32 levels, and double keeps every level FP64. A mixed asked where no
+// level has the variant is refused by name.
 TEST_F(GpuPrecond, AmgFp32LevelsKeepTheAnswerAndTheIterations) {
   for (const char* name : {"poisson3d:24", "jump3d:16", "poisson2d:90", "aniso3d:20"}) {
     const CsrMatrix a = generate(name);
+    const bool fp32_numbers = std::all_of(a.values.begin(), a.values.end(), [](double v) { return double(float(v)) == v; });
+    if (std::string(name).rfind("aniso3d", 0) == 0) EXPECT_FALSE(fp32_numbers) << name;
+    if (std::string(name).rfind("poisson", 0) == 0) EXPECT_TRUE(fp32_numbers) << name;
     std::map<Precision, int> its;
     for (const Precision p : {Precision::double_precision, Precision::mixed, Precision::automatic}) {
       const std::string what = std::string(name) + " " + name_of(p);
@@ -1109,6 +1182,9 @@ TEST_F(GpuPrecond, AmgFp32LevelsKeepTheAnswerAndTheIterations) {
       EXPECT_EQ(s.precision(), fp32 ? Precision::mixed : Precision::double_precision) << what;
       EXPECT_EQ(m->precision, s.precision()) << what;
       EXPECT_NE(s.precision_reason().find(fp32 ? "level(s) 0 (dia-f32)" : "asked"), std::string::npos)
+          << what << ": " << s.precision_reason();
+      EXPECT_EQ(s.precision_reason().find("iteration on the AMG hierarchy's finest level (dia-f32") != std::string::npos,
+                fp32 && fp32_numbers)
           << what << ": " << s.precision_reason();
       for (const AmgLevelReport& level : m->levels)  // no FP32 level in a double hierarchy
         if (!fp32) EXPECT_EQ(level.kernel.find("f32"), std::string::npos) << what;

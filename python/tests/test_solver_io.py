@@ -220,9 +220,10 @@ def test_precision_option_and_its_reason(poisson):
     assert result.converged and relres(poisson, x, b) <= 1.5e-10
     with pytest.raises(spcg.UsageError, match="no FP32-values variant"):
         spcg.Solver(poisson, kernel="csr-scalar", precision="mixed")
-    # AMG: the iteration in FP64, the hierarchy's dia level in FP32
+    # AMG: the hierarchy's dia level in FP32, and cg's products on that copy (poisson's values are FP32 numbers)
     a = spcg.Solver(poisson, precond="amg", kernel="dia", precision="mixed", amg_coarse_rows=50)
     assert a.precision == "mixed" and "dia-f32" in a.precision_reason, a.precision_reason
+    assert "iteration on the AMG hierarchy's finest level" in a.precision_reason, a.precision_reason
     x, result = a.solve(b, rtol=1e-10)
     assert result.converged and relres(poisson, x, b) <= 1.5e-10
 

@@ -37,7 +37,8 @@ enum class CgRecurrence { automatic, classic, one_reduction };
 // numbers already (nothing is lost) and the kernel has an FP32 variant, else double, with the reason.
 // With AMG the iteration stays FP64 and mixed is the hierarchy's: each level whose kernel has an FP32-values variant
 // applies it in the smoother, the residual and the spectrum estimate (a preconditioner's values need not be exact:
-// the FP64 iteration judges the answer); auto takes it wherever such a level exists.
+// the FP64 iteration judges the answer); auto takes it wherever such a level exists. Where every value is an FP32
+// number, cg's products read the finest level's FP32 copy too (on one GPU): its products are A's, bit for bit.
 enum class Precision { automatic, double_precision, mixed };
 
 template <class E>
