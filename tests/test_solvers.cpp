@@ -1126,7 +1126,7 @@ TEST_F(GpuSolver, MixedPrecisionRefusesWhatItDoesNotRun) {
       << refusal(chebyshev);
   SolverOptions csr = o;
   csr.kernel = "csr-scalar";
-  EXPECT_NE(refusal(csr).find("kernel csr-scalar has no FP32-values variant (those with one: csr-vector, sell, dia)"),
+  EXPECT_NE(refusal(csr).find("kernel csr-scalar has no FP32-values variant (those with one: csr-vector, csr-stream, sell, dia)"),
             std::string::npos)
       << refusal(csr);
   SolverOptions host = o;
