@@ -641,15 +641,16 @@ TEST(DiaPlaneMarch, BlocksMarchSeveralItems) {
   }
 }
 
-// Rows of 0..max_row entries at random columns, lengths cycling so that a block of 256 rows has more entries than
-// csr-stream's tile (several passes, rows cut by a pass's end), with a run of `empty_run` rows without entries.
+// Rows of 0..longest entries at random columns, lengths spread evenly (7919 is prime to every longest + 1 here), so
+// that a row block has more entries than csr-stream's tile (several passes, rows cut by a pass's end), with a run
+// of `empty_run` rows without entries.
 CsrMatrix short_rows(int32_t rows, int32_t longest, int32_t empty_run, uint64_t seed) {
   CsrMatrix a;
   a.rows = a.cols = rows;
   a.row_ptr.assign(1, 0);
   SplitMix64 rng(seed);
   for (int32_t i = 0; i < rows; ++i) {
-    const int32_t length = i >= 1000 && i < 1000 + empty_run ? 0 : (i * 7) % (longest + 1);
+    const int32_t length = i >= 1000 && i < 1000 + empty_run ? 0 : static_cast<int32_t>((int64_t{i} * 7919) % (longest + 1));
     for (int32_t j = 0; j < length; ++j) {
       a.col_idx.push_back(static_cast<int32_t>(rng.next() % static_cast<uint64_t>(rows)));
       a.values.push_back(2 * rng.uniform() - 1);
@@ -660,50 +661,61 @@ CsrMatrix short_rows(int32_t rows, int32_t longest, int32_t empty_run, uint64_t 
   return a;
 }
 
-// csr-stream (and its FP32 variant): blocks that stream several row blocks (a fused dot's sink of 1 or 3 blocks),
-// row blocks of more entries than a tile (rows of up to 32, ~4000 entries a block), a row block without entries;
-// y and x'y against the host from NaN-poisoned outputs. A row of 33 entries is refused, naming its length.
-TEST(CsrStream, BlocksStreamSeveralRowBlocksInTiles) {
+// csr-stream (and its FP32 variant) in each of its shapes, which the mean row picks: 4 or 2 rows a thread (means
+// 1.5, 3), one (16 is 2 lanes; 5: one), 16 and 32 lanes a row (means 100, 300); blocks that stream several row
+// blocks (a fused dot's sink of 1 or 3 blocks), row blocks of more entries than a tile (passes that cut rows), a
+// run of rows without entries; y and x'y against the host from NaN-poisoned outputs. A row past the entry's
+// max_row (1024) is refused, naming its length.
+TEST(CsrStream, EveryShapeStreamsSeveralRowBlocksInTiles) {
   SPCG_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const CsrMatrix a = short_rows(5000, 32, 600, 31);
-  SplitMix64 rng(32);
-  std::vector<double> hx(static_cast<size_t>(a.cols));
-  for (double& v : hx) v = 2 * rng.uniform() - 1;
-  for (const char* kernel : {"csr-stream", "csr-stream-f32"}) {
-    const std::unique_ptr<LinearOperator> op = make_operator(kernel, a);
-    for (const int capacity : {1, 3, 64}) {
-      const std::string what = std::string(kernel) + ", a sink of " + std::to_string(capacity);
-      DeviceArray<double> x(hx), y(std::vector<double>(static_cast<size_t>(a.rows), nan)), res(std::vector<double>{nan});
-      const ReductionWorkspace ws(capacity, 2);
-      ASSERT_TRUE(apply_with_dot(*op, x.data(), y.data(), ws.sink(res.data()), 0)) << what;
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-      expect_product_and_dot(a, hx, y.download(), res.download()[0], kernel, what);
+  const std::vector<std::pair<int32_t, std::string>> shapes = {
+      {3, "4 row(s) a thread"}, {6, "2 row(s) a thread"}, {10, "1 row(s) a thread"}, {32, "2 lanes a row"},
+      {200, "16 lanes a row"}, {600, "32 lanes a row"}};
+  for (const auto& [longest, shape] : shapes) {
+    const CsrMatrix a = short_rows(longest > 100 ? 3000 : 9000, longest, 600, 31 + longest);
+    SplitMix64 rng(32);
+    std::vector<double> hx(static_cast<size_t>(a.cols));
+    for (double& v : hx) v = 2 * rng.uniform() - 1;
+    for (const char* kernel : {"csr-stream", "csr-stream-f32"}) {
+      const std::unique_ptr<LinearOperator> op = make_operator(kernel, a);
+      EXPECT_NE(op->setup_info().reason.find(shape), std::string::npos)
+          << kernel << ", rows up to " << longest << ": " << op->setup_info().reason;
+      for (const int capacity : {1, 3, 64}) {
+        const std::string what = std::string(kernel) + ", rows up to " + std::to_string(longest) + ", a sink of " +
+                                 std::to_string(capacity);
+        DeviceArray<double> x(hx), y(std::vector<double>(static_cast<size_t>(a.rows), nan)), res(std::vector<double>{nan});
+        const ReductionWorkspace ws(capacity, 2);
+        ASSERT_TRUE(apply_with_dot(*op, x.data(), y.data(), ws.sink(res.data()), 0)) << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        expect_product_and_dot(a, hx, y.download(), res.download()[0], kernel, what);
+      }
     }
+  }
+  for (const char* kernel : {"csr-stream", "csr-stream-f32"}) {
     try {
-      make_operator(kernel, short_rows(300, 33, 0, 33));
-      ADD_FAILURE() << kernel << " took a row of 33 entries";
+      make_operator(kernel, short_rows(2000, 1025, 0, 33));
+      ADD_FAILURE() << kernel << " took a row of 1025 entries";
     } catch (const FormatRefused& e) {
-      EXPECT_NE(std::string(e.what()).find("the longest has 33"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("the longest has 1025"), std::string::npos) << e.what();
     }
   }
 }
 
-// Auto's short list on rows of moderate skew: where layouts are the device's and nothing is timed (AMG's
-// prolongators), csr-stream when the longest row is within its entry's max_row, csr-vector past it, and the
-// reason does not list csr-stream as refused (it never was short-listed).
-TEST(CsrStream, AutoTakesItForShortRowsOnly) {
+// Auto's short list on rows of moderate skew: where layouts are the device's and nothing is timed (AMG's transfer
+// operators), csr-stream when the longest row is within its entry's max_row, csr-vector past it, and the reason
+// does not list csr-stream as refused (it never was short-listed).
+TEST(CsrStream, AutoTakesItWithinItsLongestRow) {
   SPCG_REQUIRE_GPU();
   OperatorOptions o;
   o.autotune = false, o.device_layouts_only = true;
-  const int32_t rows = 700000;  // ~11M entries: past auto's latency-bound 32 MiB
-  for (const int32_t longest : {32, 40}) {
-    const CsrMatrix a = short_rows(rows, longest, 0, 34);
+  for (const int32_t longest : {1000, 1100}) {
+    const CsrMatrix a = short_rows(6000, longest, 0, 34);  // ~3M entries: past auto's latency-bound 32 MiB
     const MatrixSetup setup(a);
     const std::unique_ptr<LinearOperator> op = make_operator("auto", setup, o);
     const std::string why = op->setup_info().reason;
     EXPECT_NE(why.find("moderate skew"), std::string::npos) << why;
-    EXPECT_EQ(op->chosen(1), longest <= 32 ? "csr-stream" : "csr-vector") << why;
+    EXPECT_EQ(op->chosen(1), longest <= 1024 ? "csr-stream" : "csr-vector") << why;
     EXPECT_EQ(why.find("refused"), std::string::npos) << why;
   }
 }
