@@ -50,15 +50,17 @@ struct Built {
   std::unique_ptr<LinearOperator> op;
   std::unique_ptr<PreconditionerOp> m;
 };
-Built build(const CsrMatrix& a, Preconditioner kind, const PreconditionerOptions& o = {}, int k = 1) {
+Built build(const CsrMatrix& a, Preconditioner kind, const PreconditionerOptions& o = {}, int k = 1,
+            const std::string& kernel = "auto", Precision precision = Precision::double_precision) {
   Built b;
   b.a = std::make_unique<CsrMatrix>(a);
   b.setup = std::make_unique<MatrixSetup>(*b.a);
   OperatorOptions oo;
   oo.deterministic = true;
   oo.expected_k = k;
-  b.op = make_operator("auto", *b.setup, oo);
+  b.op = make_operator(kernel, *b.setup, oo);
   PreconditionerInputs in{*b.setup, *b.op, oo, "test matrix", k};
+  in.precision = precision;
   b.m = make_preconditioner(kind, o, in);
   return b;
 }
@@ -658,17 +660,9 @@ TEST_F(GpuPrecond, AmgFp32CopyOfTheProductIsTheProduct) {
     const CsrMatrix a = generate(spec);
     for (const Precision precision : {Precision::double_precision, Precision::mixed}) {
       const std::string what = spec + " " + name_of(precision);
-      Built b;
-      b.a = std::make_unique<CsrMatrix>(a);
-      b.setup = std::make_unique<MatrixSetup>(*b.a);
-      OperatorOptions oo;
-      oo.deterministic = true;
-      b.op = make_operator("dia", *b.setup, oo);
       PreconditionerOptions po;
       po.coarse_rows = 100;
-      PreconditionerInputs in{*b.setup, *b.op, oo, "test matrix", 1};
-      in.precision = precision;
-      b.m = make_preconditioner(Preconditioner::amg, po, in);
+      const Built b = build(a, Preconditioner::amg, po, 1, "dia", precision);
       const auto* holder = dynamic_cast<const HoldsFp32Copy*>(b.m.get());
       ASSERT_NE(holder, nullptr) << what;
       const LinearOperator* copy = holder->fp32_copy_of_product();

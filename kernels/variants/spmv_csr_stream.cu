@@ -21,6 +21,7 @@
 #include "kernels/kernel_factories.hpp"
 #include "kernels/registry.hpp"
 #include "kernels/setup_kernels.hpp"
+#include "kernels/variants/csr_kernel_operator.hpp"
 #include "sparse/formats.hpp"
 
 namespace spcg {
@@ -120,49 +121,30 @@ StreamShape stream_shape(double mean) {
   return sh;
 }
 
-class CsrStream final : public SpmvOperator, public FusedDotProduct {
+class CsrStream final : public CsrKernelOperator {
  public:
-  CsrStream(const MatrixSetup& m, bool fp32) : SpmvOperator(m), fp32_(fp32) {
+  CsrStream(const MatrixSetup& m, bool fp32) : CsrKernelOperator(m, fp32, "csr-stream") {
     // A row is summed by its lanes alone: past its entry's limit, rows are csr-adaptive's (pieces over blocks).
     const int max_row = find_kernel(name())->max_row;
     if (m.stats().row_max > max_row)
       throw FormatRefused(name() + " refused: rows of up to " + std::to_string(max_row) +
                           " entries (a row's lanes sum it); the longest has " + std::to_string(m.stats().row_max));
     shape_ = stream_shape(m.rows() ? double(m.nnz()) / m.rows() : 1.0);
-    info_.format = fp32 ? "csr (FP32 values)" : "csr";
     info_.reason = "blocks of " + std::to_string(rows_per_block()) + " rows streamed, " +
                    (shape_.lanes > 1 ? std::to_string(shape_.lanes) + " lanes a row"
                                      : std::to_string(shape_.rows_per_thread) + " row(s) a thread");
-    csr_ = shared_csr(m, info_);
-    if (fp32_) {  // the FP64 values stay shared (the true residual's operator and the setup read them)
-      values32_ = device_to_float(csr_->values, "csr-stream FP32 values");
-      info_.device_bytes += static_cast<int64_t>(values32_.bytes());
-    }
-  }
-  std::string name() const override { return fp32_ ? "csr-stream-f32" : "csr-stream"; }
-  double bytes_per_apply(int k) const override {
-    return (csr_bytes_model(rows_, nnz_, 1) - (fp32_ ? 4.0 * double(nnz_) : 0.0)) * k;
-  }
-  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ == 0 || nnz_ == 0 || rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
-    if (launch<true>(1.0, x, 0.0, y, 1, sink, s) > sink.capacity) throw Error("csr-stream: dot sink too small");
-    return true;
   }
 
  protected:
-  void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
-    launch<false>(alpha, x, beta, y, ld, DotSink{}, s);
-  }
-
- private:
-  template <bool WithDot>
-  int launch(double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink, cudaStream_t s) const {
+  int launch(bool with_dot, double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink,
+             cudaStream_t s) const override {
     if (rows_ == 0) return 0;
     int blocks = static_cast<int>(std::min<int64_t>((int64_t{rows_} + rows_per_block() - 1) / rows_per_block(),
                                                     int64_t{device_sm_count()} * CsrStreamTuning::blocks_per_sm));
-    if (WithDot) blocks = std::min(blocks, sink.capacity);
-    auto go = [&](auto* values) {
+    if (with_dot) blocks = std::min(blocks, sink.capacity);
+    auto go = [&](auto* values, auto dot) {
       using V = std::remove_const_t<std::remove_pointer_t<decltype(values)>>;
+      constexpr bool WithDot = decltype(dot)::value;
       auto args = [&](auto kernel) {
         kernel<<<blocks, CsrStreamTuning::threads, 0, s>>>(rows_, csr_->row_ptr.data(), csr_->col_idx.data(), values,
                                                             x, ld, alpha, beta, y, sink);
@@ -178,16 +160,14 @@ class CsrStream final : public SpmvOperator, public FusedDotProduct {
         default: args(csr_stream_kernel<1, 1, WithDot, V>); break;
       }
     };
-    if (fp32_) go(static_cast<const float*>(values32_.data()));
-    else go(static_cast<const double*>(csr_->values.data()));
+    with_values(with_dot, go);
     CHECK_LAUNCH("csr-stream");
     return blocks;
   }
+
+ private:
   int rows_per_block() const { return CsrStreamTuning::threads * shape_.rows_per_thread / shape_.lanes; }
-  bool fp32_;
   StreamShape shape_;
-  std::shared_ptr<const DeviceCsr> csr_;
-  DeviceArray<float> values32_;
 };
 
 }  // namespace

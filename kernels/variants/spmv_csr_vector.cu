@@ -12,6 +12,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
 #include "kernels/setup_kernels.hpp"
+#include "kernels/variants/csr_kernel_operator.hpp"
 
 namespace spcg {
 namespace {
@@ -57,40 +58,21 @@ int vector_width(double mean) {
   return w;
 }
 
-class CsrVector final : public SpmvOperator, public FusedDotProduct {
+class CsrVector final : public CsrKernelOperator {
  public:
   CsrVector(const MatrixSetup& m, bool fp32)
-      : SpmvOperator(m), width_(vector_width(m.rows() ? double(m.nnz()) / m.rows() : 1)), fp32_(fp32) {
-    info_.format = fp32 ? "csr (FP32 values)" : "csr";
+      : CsrKernelOperator(m, fp32, "csr-vector"), width_(vector_width(m.rows() ? double(m.nnz()) / m.rows() : 1)) {
     info_.reason = "sub-warp width " + std::to_string(width_);
-    csr_ = shared_csr(m, info_);
-    if (fp32_) {  // the FP64 values stay shared (the true residual's operator and the setup read them)
-      values32_ = device_to_float(csr_->values, "csr-vector FP32 values");
-      info_.device_bytes += static_cast<int64_t>(values32_.bytes());
-    }
-  }
-  std::string name() const override { return fp32_ ? "csr-vector-f32" : "csr-vector"; }
-  double bytes_per_apply(int k) const override {
-    return (csr_bytes_model(rows_, nnz_, 1) - (fp32_ ? 4.0 * double(nnz_) : 0.0)) * k;
-  }
-  bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
-    if (rows_ == 0 || nnz_ == 0 || rows_ != cols_) return apply(1.0, x, 0.0, y, 1, s), false;  // the product alone
-    if (launch<true>(1.0, x, 0.0, y, 1, sink, s) > sink.capacity) throw Error("csr-vector: dot sink too small");
-    return true;
   }
 
  protected:
-  void apply_column(double alpha, const double* x, double beta, double* y, int ld, cudaStream_t s) const override {
-    launch<false>(alpha, x, beta, y, ld, DotSink{}, s);
-  }
-
- private:
-  template <bool WithDot>
-  int launch(double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink, cudaStream_t s) const {
+  int launch(bool with_dot, double alpha, const double* x, double beta, double* y, int ld, const DotSink& sink,
+             cudaStream_t s) const override {
     int blocks = grid_stride_blocks(int64_t{rows_} * width_, CsrVectorTuning::threads, CsrVectorTuning::blocks_per_sm);
-    if (WithDot) blocks = std::min(blocks, sink.capacity);
-    auto go = [&](auto* values) {
+    if (with_dot) blocks = std::min(blocks, sink.capacity);
+    auto go = [&](auto* values, auto dot) {
       using V = std::remove_const_t<std::remove_pointer_t<decltype(values)>>;
+      constexpr bool WithDot = decltype(dot)::value;
       auto args = [&](auto kernel) {
         kernel<<<blocks, CsrVectorTuning::threads, 0, s>>>(rows_, csr_->row_ptr.data(), csr_->col_idx.data(), values, x,
                                                            ld, alpha, beta, y, sink);
@@ -104,15 +86,13 @@ class CsrVector final : public SpmvOperator, public FusedDotProduct {
         default: args(csr_vector_kernel<32, WithDot, V>); break;
       }
     };
-    if (fp32_) go(static_cast<const float*>(values32_.data()));
-    else go(static_cast<const double*>(csr_->values.data()));
+    with_values(with_dot, go);
     CHECK_LAUNCH("csr-vector");
     return blocks;
   }
+
+ private:
   int width_;
-  bool fp32_;
-  std::shared_ptr<const DeviceCsr> csr_;
-  DeviceArray<float> values32_;
 };
 
 }  // namespace
