@@ -3,6 +3,8 @@
 #include <chrono>
 #include <thread>
 
+#include "kernels/device_array.hpp"
+
 namespace spcg {
 
 void throw_cuda_error(const char* library, const char* call, const std::string& detail, const char* file, int line) {
@@ -64,6 +66,8 @@ CudaStart::CudaStart() : state_(std::make_unique<State>()) {
       if (e != cudaSuccess) {
         st->available = false;
         st->why = std::string("cannot create a CUDA context (") + cudaGetErrorString(e) + ")";
+      } else {
+        start_device_pool();
       }
     }
     st->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -1,6 +1,8 @@
 #include "kernels/device_array.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 
 namespace spcg {
@@ -94,6 +96,14 @@ void release_idle_device_memory() {
   if (pool_made) device_pool().trim();  // nothing allocated yet: no pool to trim, and no CUDA to start
 }
 
+void start_device_pool() noexcept {
+  try {
+    device_free(device_allocate(size_t{1} << 20, "the pool's first block"));
+  } catch (const std::exception&) {
+    cudaGetLastError();
+  }
+}
+
 void* device_allocate(size_t bytes, const char* what) {
   void* p = nullptr;
   const cudaError_t e = device_pool().allocate(&p, bytes);
@@ -127,31 +137,38 @@ void device_free(void* p) noexcept {
 }
 
 PinnedUploader::~PinnedUploader() {
-  if (unlocking_.joinable()) unlocking_.join();
-  for (const void* p : locked_) cudaHostUnregister(const_cast<void*>(p));  // finish() was never called
+  for (const void* p : locked_) cudaHostUnregister(const_cast<void*>(p));
 }
 
 void PinnedUploader::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  if (bytes >= kPinnedUploadBytes) {
-    const cudaError_t e = cudaHostRegister(const_cast<void*>(src), bytes, cudaHostRegisterDefault);
-    if (e == cudaSuccess) {
-      locked_.push_back(src);
-    } else {
-      cudaGetLastError();  // not lockable here (already locked, or not supported): a plain copy instead
-    }
+  if (bytes < kPinnedUploadBytes) {
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
   }
-  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  // a chunk at a time (the class's comment says why), each ending on a 2 MiB boundary
+  const char* from = static_cast<const char*>(src);
+  const char* const end = from + bytes;
+  char* to = static_cast<char*>(dst);
+  while (from < end) {
+    const uintptr_t past = (reinterpret_cast<uintptr_t>(from) + kLockedChunkBytes + kChunkAlignment - 1) / kChunkAlignment * kChunkAlignment;
+    const char* next = std::min(end, reinterpret_cast<const char*>(past));
+    const size_t len = static_cast<size_t>(next - from);
+    cudaPointerAttributes at{};
+    const bool locked_already = cudaPointerGetAttributes(&at, from) == cudaSuccess && at.type == cudaMemoryTypeHost;
+    if (locked_already) {
+      // (pinned or registered by its owner: copied as it is)
+    } else if (cudaHostRegister(const_cast<char*>(from), len, cudaHostRegisterDefault) == cudaSuccess) {
+      locked_.push_back(from);
+    } else {
+      cudaGetLastError();  // not lockable here (not supported): a plain copy instead
+    }
+    CHECK_CUDA(cudaMemcpyAsync(to, from, len, cudaMemcpyHostToDevice, stream_));
+    to += len;
+    from = next;
+  }
 }
 
-void PinnedUploader::finish() {
-  CHECK_CUDA(cudaStreamSynchronize(stream_));
-  if (locked_.empty()) return;
-  if (unlocking_.joinable()) unlocking_.join();
-  unlocking_ = std::thread([locked = std::move(locked_)] {
-    for (const void* p : locked) cudaHostUnregister(const_cast<void*>(p));
-  });
-  locked_.clear();
-}
+void PinnedUploader::finish() { CHECK_CUDA(cudaStreamSynchronize(stream_)); }
 
 }  // namespace spcg

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +21,10 @@ struct DeviceMemoryInfo {
 DeviceMemoryInfo device_memory_info();
 // Returns what the pool keeps idle to the driver (waits for the device first), for other users of the device.
 void release_idle_device_memory();
+// Makes the pool and its first allocation, which cost 7-12 ms the first time in a process (one H100 run, 2M-row
+// setups, 2026-11-26): CudaStart's thread calls it, so that a setup after a file's read finds the pool made.
+// Best effort: a failure here is left for the first real allocation to report.
+void start_device_pool() noexcept;
 // Thrust's temporary storage from the same pool: thrust::cuda::par(allocator).on(stream) (a plain policy would
 // cudaMalloc and cudaFree the scratch of every scan, sort and reduction).
 struct ThrustPoolAllocator {
@@ -113,26 +116,34 @@ class PinnedArray {
 
 // Copies large host arrays to the device at the link's speed. Pageable cudaMemcpy goes through the driver's
 // staging buffers: H100 machine, 175 MB (the 128^3 CSR) in 21.5-22.8 ms (8.1-8.5 GB/s). Page-locking the
-// array in place took 3.4-4.3 ms and the copy then 3.4 ms (54.5 GB/s); unlocking 2.9-3.0 ms, which is done
-// on a helper thread once the copies are done, off the setup's path. Arrays below kPinnedUploadBytes are
+// array in place took 3.4-4.3 ms and the copy then 3.4 ms (54.5 GB/s). Arrays below kPinnedUploadBytes are
 // copied plainly (locking costs more than it saves there).
+// Larger arrays are locked in chunks, each chunk's copy running while the next is locked: 67 / 176 / 448 MB
+// took 2.6-3.8 / 6.4-7.5 / 16-18 ms locked whole then copied, 2.0 / 4.3-4.9 / 10.2-10.8 ms in chunks of 32 MB
+// (pageable: 4.6-6.6 / 17 / 43-45 ms; a pinned staging ring filled by 4 threads: 3.6-4.9 / 9.5-12 / 20-35 ms;
+// one H100 run, 2026-11-26). The chunks end on 2 MiB boundaries (a huge page's), so no page is locked twice.
+// The pages stay locked until the uploader goes (its owner keeps it as long as it keeps the host arrays): an
+// unlock holds back every other thread's CUDA calls while it runs (448 MB: 11 ms, in which 20 launches with
+// their syncs took 9.7 ms), so unlocked on a helper thread behind the copies it delayed the setup's next steps
+// (poisson3d:200's statistics 1.6 -> 10-14 ms, the whole setup 85 -> 100-110 ms).
 class PinnedUploader {
  public:
   static constexpr size_t kPinnedUploadBytes = size_t{8} << 20;
+  static constexpr size_t kLockedChunkBytes = size_t{32} << 20;
+  static constexpr size_t kChunkAlignment = size_t{2} << 20;
   explicit PinnedUploader(cudaStream_t s = 0) : stream_(s) {}
   ~PinnedUploader();
   PinnedUploader(const PinnedUploader&) = delete;
   PinnedUploader& operator=(const PinnedUploader&) = delete;
-  // Enqueues dst <- src; src must stay alive and unchanged until finish() returns (and, locked, until this
-  // uploader is destroyed).
+  // Enqueues dst <- src; src must stay alive and unchanged until finish() returns, and alive until this uploader
+  // is destroyed (which unlocks it).
   void copy(void* dst, const void* src, size_t bytes);
-  // Waits for every copy, then unlocks the locked arrays on a helper thread (joined by the destructor).
+  // Waits for every copy.
   void finish();
 
  private:
   cudaStream_t stream_;
   std::vector<const void*> locked_;
-  std::thread unlocking_;
 };
 
 // n x k dense block on the device, row-major (entry (i, j) at i * k + j), matching spcg::DenseBlock.

@@ -38,6 +38,11 @@ class MatrixSetup {
   // From a CSR already on the device (the library's device input): the host copy is downloaded only when a
   // layout built on the host asks for it.
   explicit MatrixSetup(std::shared_ptr<const DeviceCsr> device, int64_t duplicates_summed = 0);
+  // Both at once (an update's new values: the host CSR, and the device CSR made of the kept pattern and the
+  // values uploaded alone): the device CSR must hold the host CSR's arrays. The host copy is held by reference, as
+  // above, so that a let-go device CSR can be uploaded again.
+  MatrixSetup(const CsrMatrix& host, std::shared_ptr<const DeviceCsr> device, int64_t duplicates_summed = 0);
+  MatrixSetup(const CsrMatrix&& host, std::shared_ptr<const DeviceCsr> device, int64_t duplicates_summed = 0) = delete;
   ~MatrixSetup();
   MatrixSetup(const MatrixSetup&) = delete;
   MatrixSetup& operator=(const MatrixSetup&) = delete;
@@ -65,7 +70,7 @@ class MatrixSetup {
   int32_t rows_, cols_;
   int64_t nnz_;
   int64_t duplicates_summed_;
-  mutable std::unique_ptr<PinnedUploader> uploader_;  // unlocks the host CSR after the upload, joined last
+  mutable std::unique_ptr<PinnedUploader> uploader_;  // keeps the host CSR locked while the setup holds it
   mutable std::shared_ptr<const DeviceCsr> device_;
   mutable std::unique_ptr<MatrixStats> stats_;
   mutable DeviceArray<uint8_t> diagonal_seen_;  // from the statistics: occupied diagonal offsets

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/device_utils.cuh"
 #include "sparse/formats.hpp"
 #include "kernels/setup_kernels.hpp"
@@ -308,7 +309,18 @@ __global__ void to_float_kernel(const double* __restrict__ in, int64_t count, fl
     out[i] = static_cast<float>(in[i]);
 }
 
+__global__ void narrow_row_offsets_kernel(const int64_t* __restrict__ from, int32_t* __restrict__ to, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    to[i] = static_cast<int32_t>(from[i]);
+}
+
 }  // namespace
+
+void narrow_row_offsets(const int64_t* from, int32_t* to, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  narrow_row_offsets_kernel<<<blocks_for(n), SetupTuning::threads, 0, s>>>(from, to, n);
+  CHECK_LAUNCH("row offsets' narrowing");
+}
 
 int64_t first_difference(const int32_t* a, const int32_t* b, int64_t n, cudaStream_t s) {
   if (n <= 0) return -1;
@@ -563,3 +575,5 @@ DeviceEll device_ell(const DeviceCsr& a, int32_t width, cudaStream_t s) {
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(setup_kernels)

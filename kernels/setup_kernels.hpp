@@ -24,6 +24,9 @@ StatsTotals device_stats_totals(const DeviceCsr& a, DeviceArray<uint8_t>& diagon
 DeviceDia device_dia(const DeviceCsr& a, const DeviceArray<uint8_t>& diagonal_seen, int64_t diagonals,
                      bool allow_symmetric, int stride_multiple, cudaStream_t s = 0);
 
+// to[i] = from[i] for n row offsets that fit in 32 bits (the upload's narrowing, on the device).
+void narrow_row_offsets(const int64_t* from, int32_t* to, int64_t n, cudaStream_t s = 0);
+
 // The first index where the device arrays a and b (n entries each) differ, or -1 where they are equal: the
 // pattern check of new values given on the device (Solver::update_values), with no copy to the host.
 int64_t first_difference(const int32_t* a, const int32_t* b, int64_t n, cudaStream_t s = 0);

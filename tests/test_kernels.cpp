@@ -17,6 +17,7 @@
 #include "sparse/formats.hpp"
 #include "spcg/generators.hpp"
 #include "kernels/kernel_timer.hpp"
+#include "kernels/kernel_preload.hpp"
 #include "spcg/matrix_market.hpp"
 #include "kernels/cuda_libraries.hpp"
 #include "kernels/matrix_setup.hpp"
@@ -1258,6 +1259,49 @@ TEST(DeviceMemory, EmptyArraysMovesAndErrors) {
     EXPECT_EQ(b.download(), (std::vector<double>{1, 2, 3}));
     release_idle_device_memory();
   }
+}
+
+// Arrays past kPinnedUploadBytes go up locked a chunk at a time: every byte arrives from a start inside a page
+// and a length that is no multiple of a chunk, and a range locked already (the same array copied twice in one
+// uploader) is copied as it is, without a second lock (which CUDA refuses).
+TEST(PinnedUploader, ChunkedCopiesFromAnyOffsetArriveWhole) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  const size_t n = (PinnedUploader::kLockedChunkBytes * 2 + PinnedUploader::kChunkAlignment * 3) / sizeof(double) + 4099;
+  HostVector<double> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = 0.5 * double(i) - 7.0;
+  const size_t skip = 3;  // 24 bytes into the array's first page
+  const std::vector<double> poison(n - skip, std::numeric_limits<double>::quiet_NaN());
+  DeviceArray<double> first(poison, "chunked copy"), again(poison, "chunked copy again");
+  {
+    PinnedUploader uploader;
+    uploader.copy(first.data(), host.data() + skip, first.bytes());
+    uploader.copy(again.data(), host.data() + skip, again.bytes());
+    uploader.finish();
+  }
+  const std::vector<double> a = first.download(), b = again.download();
+  for (size_t i = 0; i < n - skip; ++i) {
+    ASSERT_EQ(a[i], host[i + skip]) << "entry " << i;
+    ASSERT_EQ(b[i], host[i + skip]) << "entry " << i << " (second copy)";
+  }
+}
+
+// KernelPreload loads every kernel of the modules it is given, on its own thread; a pointer that is no kernel
+// loads nothing and throws nothing (best effort).
+TEST(KernelPreload, LoadsTheListedModulesAndIgnoresTheRest) {
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    KernelPreload none({amg_kernels_module()});  // no device: nothing started, nothing thrown
+    const PreloadTotals t = none.join();
+    EXPECT_EQ(t.modules, 0);
+    GTEST_SKIP() << why;
+  }
+  KernelPreload preload({amg_kernels_module(), setup_kernels_module(), reinterpret_cast<const void*>(&cuda_device_available)});
+  const PreloadTotals t = preload.join();
+  EXPECT_EQ(t.modules, 2);
+  EXPECT_GT(t.kernels, 10);  // both modules hold many kernels (AMG's setup, the statistics and layouts)
+  EXPECT_EQ(preload.join().kernels, t.kernels);  // joined once; again the same totals
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // The per-kernel table without timing: no events, nothing pending to collect.

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/precond/amg_kernels.hpp"
 #include "kernels/device_utils.cuh"
 
@@ -951,3 +952,5 @@ std::shared_ptr<DeviceCsr> upload_csr_shared(const CsrMatrix& a) {
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(amg_kernels)

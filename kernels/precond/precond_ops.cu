@@ -4,6 +4,7 @@
 // block-Jacobi generation); one thread per row for the node-structure check.
 #include <climits>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/device_utils.cuh"
 #include "kernels/precond/precond_ops.hpp"
 
@@ -180,3 +181,5 @@ void launch_node_block_check(const DeviceCsr& a, int b, int offset, double* fail
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(precond_ops)

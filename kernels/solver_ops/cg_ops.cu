@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/solver_ops/cg_ops.hpp"
 #include "kernels/solver_ops/cg_status.cuh"
 #include "kernels/solver_ops/reductions.cuh"
@@ -357,3 +358,5 @@ void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, cons
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(cg_ops)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/solver_ops/lanczos_ops.hpp"
 #include "kernels/solver_ops/reductions.cuh"
 
@@ -70,3 +71,5 @@ void launch_lanczos_next(int64_t n, const double* w, const double* d, const doub
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(lanczos_ops)

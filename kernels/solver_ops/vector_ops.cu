@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/solver_ops/vector_ops.hpp"
 #include "kernels/solver_ops/reductions.cuh"
 
@@ -162,3 +163,5 @@ void launch_gather(const int32_t* rows, int64_t count, const double* x, double* 
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(vector_ops)

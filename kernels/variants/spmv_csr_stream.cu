@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
@@ -181,3 +182,5 @@ std::unique_ptr<LinearOperator> make_csr_stream_f32(const MatrixSetup& m, const 
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(csr_stream)

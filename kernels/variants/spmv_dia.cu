@@ -17,6 +17,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
@@ -274,3 +275,5 @@ std::unique_ptr<LinearOperator> make_dia_f32(const MatrixSetup& m, const Operato
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(dia)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/kernel_module.cuh"
 #include "kernels/device_formats.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_factories.hpp"
@@ -155,3 +156,5 @@ std::unique_ptr<LinearOperator> make_sell_sorted(const MatrixSetup& m, const Ope
 }
 
 }  // namespace spcg
+
+SPCG_KERNEL_MODULE(sell)

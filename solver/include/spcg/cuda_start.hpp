@@ -11,9 +11,9 @@ bool cuda_device_available(std::string* why = nullptr);
 // How many CUDA devices this process sees (0 with `why` when none is usable).
 int cuda_device_count(std::string* why = nullptr);
 
-// Starts CUDA (driver, device 0's context) on a thread of its own, so that it overlaps what the caller does
-// meanwhile: about 220 ms on the H100 machine, as long as reading a 150 MB file. wait() joins and says whether
-// a device is usable; the context is the process's, shared by every thread.
+// Starts CUDA (driver, device 0's context, the device memory pool's first allocation) on a thread of its own, so
+// that it overlaps what the caller does meanwhile: about 220 ms on the H100 machine, as long as reading a 150 MB
+// file. wait() joins and says whether a device is usable; the context is the process's, shared by every thread.
 class CudaStart {
  public:
   CudaStart();
