@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <string>
 
 #include <cuda_profiler_api.h>
@@ -17,8 +18,10 @@
 #include "solver/amg.hpp"
 #include "kernels/solver_ops/cg_persistent.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_preload.hpp"
 #include "kernels/distributed_operator.hpp"
 #include "sparse/eigen_bridge.hpp"
+#include "sparse/parallel.hpp"
 #include "kernels/matrix_setup.hpp"
 #include "kernels/nvtx.hpp"
 #include "kernels/registry.hpp"
@@ -179,13 +182,33 @@ std::string pattern_difference(const CsrMatrix& kept, const CsrMatrix& a) {
   if (a.row_ptr.size() != kept.row_ptr.size() || a.values.size() != kept.values.size())
     return "the new matrix's CSR arrays are malformed (" + std::to_string(a.row_ptr.size()) + " row pointers, " +
            std::to_string(a.values.size()) + " values for " + std::to_string(a.nnz()) + " entries)";
-  for (int32_t i = 0; i < kept.rows; ++i) {
+  // row i's difference in words, or empty
+  auto row_difference = [&](int32_t i) -> std::string {
     const RowOffset begin = a.row_ptr[i], end = a.row_ptr[i + 1];
     if (begin != kept.row_ptr[i] || end != kept.row_ptr[i + 1])
       return extent_difference(i, begin, end, kept.row_ptr[i], kept.row_ptr[i + 1]);
     for (RowOffset q = begin; q < end; ++q)
       if (a.col_idx[q] != kept.col_idx[q]) return column_difference(i, q - begin, a.col_idx[q], kept.col_idx[q]);
-  }
+    return "";
+  };
+  // rows in parts on every core (poisson3d:200's 8M rows: 24 ms on one core), each part's first differing row;
+  // the first of those is the matrix's
+  const int64_t parts = kept.rows >= (int32_t{1} << 16) ? 4 * int64_t{hardware_threads()} : 1;
+  std::vector<int32_t> first(static_cast<size_t>(parts), -1);
+  parallel_for(parts, hardware_threads(), [&](int64_t p) {
+    const int32_t end = static_cast<int32_t>(even_split(kept.rows, parts, p + 1));
+    for (int32_t i = static_cast<int32_t>(even_split(kept.rows, parts, p)); i < end; ++i) {
+      const RowOffset begin = a.row_ptr[i], stop = a.row_ptr[i + 1];
+      bool same = begin == kept.row_ptr[i] && stop == kept.row_ptr[i + 1];
+      for (RowOffset q = begin; same && q < stop; ++q) same = a.col_idx[q] == kept.col_idx[q];
+      if (!same) {
+        first[static_cast<size_t>(p)] = i;
+        return;
+      }
+    }
+  });
+  for (const int32_t row : first)
+    if (row >= 0) return row_difference(row);
   return "";
 }
 
@@ -232,6 +255,22 @@ std::vector<Phase> operator_phases(const MatrixSetup& matrix, const LinearOperat
           {"analysis", std::max(0.0, operator_ms - shared.upload_ms - shared.statistics_ms - converted_ms - si.upload_ms)}};
 }
 
+// The modules whose kernels a setup with preconditioner p and its solves launch, loaded on a thread of their own
+// while the setup uploads the matrix (kernels/kernel_preload.hpp). auto may choose AMG: its modules too.
+std::vector<const void*> modules_to_preload(Preconditioner p) {
+  const bool amg = p == Preconditioner::amg || p == Preconditioner::automatic;
+  // in the order of their first launch: the statistics, the operator, the preconditioner's setup, its levels'
+  // kernels and its apply, the solve's vector steps
+  std::vector<const void*> m = {setup_kernels_module(), dia_module()};
+  if (amg) m.push_back(amg_kernels_module());
+  if (amg || p == Preconditioner::chebyshev) m.push_back(lanczos_ops_module());
+  if (amg)
+    for (const void* level : {sell_module(), csr_stream_module(), csr_vector_module()}) m.push_back(level);
+  if (p != Preconditioner::none) m.push_back(precond_ops_module());
+  for (const void* solve : {cg_ops_module(), vector_ops_module()}) m.push_back(solve);
+  return m;
+}
+
 void require_shape(const char* what, int32_t rows, int32_t cols, int32_t want_rows, int want_cols) {
   if (rows != want_rows || cols != want_cols)
     throw UsageError(std::string(what) + " is " + std::to_string(rows) + " x " + std::to_string(cols) + ", expected " +
@@ -261,12 +300,22 @@ struct Solver::Impl {
   std::vector<Phase> phases;
   std::vector<Phase> update_phases;  // the last update's
   int updates = 0;
+  // The device CSR an update copies its pattern from: the setup's (uploaded again by the first update if the
+  // setup let it go), then each update's own, held so that the next update finds it.
+  std::shared_ptr<const DeviceCsr> update_pattern;
+  // Keeps the last update's host values (a CSR held in `host`) locked while `host` holds them (PinnedUploader says
+  // why); declared after `host`, so destroyed (unlocking them) before it.
+  std::unique_ptr<PinnedUploader> values_upload;
+  // Started by the setup; not joined there (on a small matrix it can outlast the setup), but by the destructor.
+  // The solves' graph captures are thread-local, so its loads on its own thread do not disturb them.
+  std::unique_ptr<KernelPreload> preload;
 
   // The GPU setup after `setup` exists (one GPU) or from this rank's share: checks, the operator, the
   // connections to the other ranks, the preconditioner; the same phases either way.
   void set_up_on_device(RankBlocks* share) {
     const auto t_setup = std::chrono::steady_clock::now();
     NvtxRange range("setup");
+    preload = std::make_unique<KernelPreload>(modules_to_preload(options.precond));
     const OperatorOptions oo = operator_options(options);
     const int k = std::max(1, options.expected_columns);
     const auto t_op = std::chrono::steady_clock::now();
@@ -429,12 +478,50 @@ struct Solver::Impl {
   // The solver's pattern on the host (a device input's: downloaded once, on the first call).
   const CsrMatrix& pattern() const { return host ? *host : setup->host(); }
 
+  // The pattern on the device an update checks and copies (update_pattern, made on the first call).
+  const DeviceCsr& device_pattern() {
+    if (!update_pattern) update_pattern = setup->device_csr();
+    return *update_pattern;
+  }
+
+  // A device CSR of the solver's pattern with new values (nnz doubles in the CSR order): the pattern copied on the
+  // device, the values copied on the device or uploaded alone (locked in chunks, and kept locked by values_upload;
+  // unlocked before the return with unlock_now, for memory the caller may free at once).
+  std::shared_ptr<const DeviceCsr> pattern_with_values(const double* values, bool values_on_device, bool unlock_now) {
+    const DeviceCsr& p = device_pattern();
+    auto d = std::make_shared<DeviceCsr>();
+    d->rows = p.rows, d->cols = p.cols, d->nnz = p.nnz;
+    auto copy_on_device = [](auto& to, const auto& from, const char* what) {
+      using T = std::remove_reference_t<decltype(*from.data())>;
+      to = DeviceArray<std::remove_const_t<T>>(from.size(), what);
+      if (from.bytes())
+        CHECK_CUDA(cudaMemcpyAsync(to.data(), from.data(), from.bytes(), cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+    };
+    copy_on_device(d->row_ptr, p.row_ptr, "CSR row pointers");
+    copy_on_device(d->wide_row_ptr, p.wide_row_ptr, "CSR row pointers");
+    copy_on_device(d->col_idx, p.col_idx, "CSR column indices");
+    d->values = DeviceArray<double>(static_cast<size_t>(p.nnz), "CSR values");
+    if (p.nnz > 0 && values_on_device) {
+      CHECK_CUDA(cudaMemcpyAsync(d->values.data(), values, d->values.bytes(), cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+    } else if (p.nnz > 0) {
+      auto upload = std::make_unique<PinnedUploader>();  // (an error here unlocks what it locked)
+      upload->copy(d->values.data(), values, d->values.bytes());
+      upload->finish();
+      if (unlock_now) upload.reset();
+      values_upload = std::move(upload);  // (the last update's, replaced: unlocked)
+    }
+    CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // the device copies may still run on return
+    return d;
+  }
+
   // new_host (its CSR, or null for values on the device) and the setup over it: the checks on the new values,
   // the operator remade with its choice kept, the preconditioner updated (its pattern-made parts kept). The old
   // setup is let go only once all of the new one is made, so that a refusal leaves the solver as it was.
-  // copy_ms: the device copy of values on the device (the "upload" phase).
-  void update_on_device(std::unique_ptr<CsrMatrix> new_host, std::unique_ptr<MatrixSetup> new_setup, double copy_ms) {
-    const auto t_update = std::chrono::steady_clock::now();
+  // t_call: when the update began (its total); before: what it did before the setup (the pattern's check, the
+  // values' copy as "upload"), phases of the update's report.
+  // new_host is taken only once the update succeeds (a failed one leaves it with the caller).
+  void update_on_device(std::unique_ptr<CsrMatrix>&& new_host, std::unique_ptr<MatrixSetup> new_setup,
+                        std::chrono::steady_clock::time_point t_call, double check_ms, double copy_ms) {
     NvtxRange range("update");
     const OperatorOptions oo = operator_options(options);
     const int k = std::max(1, options.expected_columns);
@@ -453,6 +540,7 @@ struct Solver::Impl {
     const double precond_ms = ms_since(t_precond);
     std::vector<Phase> ph = operator_phases(*new_setup, *new_op, operator_ms);
     ph.front().ms += copy_ms;
+    if (check_ms > 0) ph.insert(ph.begin(), {"pattern check", check_ms});
     ph.push_back({"preconditioner", precond_ms});
     // the FP32 copy of the new values (auto: are they FP32 numbers?), made before anything is swapped
     PrecisionChoice new_precision = choose_precision(*new_op, new_precond.get(), *new_setup, oo);
@@ -463,17 +551,19 @@ struct Solver::Impl {
     precond = std::move(new_precond);
     setup = std::move(new_setup);  // before the host CSR it holds by reference
     host = std::move(new_host);
+    update_pattern = setup->device_csr();  // (made with the setup: held now, for the next update)
     commit_precision(std::move(new_precision), oo);
     // The CSR and layouts no one holds go, as after the setup; what the old setup let go stays in the pool,
     // where the next update's allocations of the same sizes find it (a new pool allocation costs 0.08-0.31 ms)
     setup->release_unheld();
-    ph.push_back({std::string(kUpdateTotalPhase), ms_since(t_update)});
+    ph.push_back({std::string(kUpdateTotalPhase), ms_since(t_call)});
     update_phases = std::move(ph);
     ++updates;
   }
 
-  // The host backend: the new matrix, its statistics and checks; Jacobi stays as the setup chose it.
-  void update_on_host(std::unique_ptr<CsrMatrix> new_host) {
+  // The host backend: the new matrix (its pattern checked already, check_ms from t_call), its statistics and checks;
+  // Jacobi stays as the setup chose it.
+  void update_on_host(std::unique_ptr<CsrMatrix> new_host, std::chrono::steady_clock::time_point t_call, double check_ms) {
     const auto t0 = std::chrono::steady_clock::now();
     MatrixStats st = compute_stats(*new_host, options.duplicates_summed);
     const double statistics_ms = ms_since(t0);
@@ -487,15 +577,11 @@ struct Solver::Impl {
     }
     host = std::move(new_host);
     host_stats = std::move(st);
-    update_phases = {{"statistics", statistics_ms}, {std::string(kUpdateTotalPhase), ms_since(t0)}};
+    update_phases = {{"statistics", statistics_ms}, {std::string(kUpdateTotalPhase), ms_since(t_call)}};
+    if (check_ms > 0) update_phases.insert(update_phases.begin(), {"pattern check", check_ms});
     ++updates;
   }
 
-  void update(std::unique_ptr<CsrMatrix> a) {
-    if (backend == Backend::host) return update_on_host(std::move(a));
-    auto new_setup = std::make_unique<MatrixSetup>(*a, options.duplicates_summed);
-    update_on_device(std::move(a), std::move(new_setup), 0);
-  }
 
   void set_up_on_host() {
     if (options.precision == Precision::mixed) throw UsageError("--precision mixed needs the GPU backend (Eigen's CG is FP64)");
@@ -691,23 +777,53 @@ const CsrMatrix& Solver::matrix() const {
 void Solver::update_values(CsrMatrix a) {
   Impl& s = *impl_;
   s.refuse_update_on_ranks();
-  refuse_pattern(pattern_difference(s.pattern(), a), s.options.matrix_name);
-  s.update(std::make_unique<CsrMatrix>(std::move(a)));
+  const auto t0 = std::chrono::steady_clock::now();
+  const CsrMatrix& kept = s.pattern();
+  if (s.backend == Backend::host) {
+    refuse_pattern(pattern_difference(kept, a), s.options.matrix_name);
+    return s.update_on_host(std::make_unique<CsrMatrix>(std::move(a)), t0, ms_since(t0));
+  }
+  // The pattern is checked on the host's cores while the values go up (poisson3d:200: 7 ms and 13 ms): the
+  // upload changes nothing the solver holds, and a refusal lets it go. The sizes first: the upload reads them.
+  refuse_pattern(size_difference(a.rows, a.cols, a.nnz(), kept.rows, kept.cols, kept.nnz()), s.options.matrix_name);
+  if (a.values.size() != kept.values.size()) refuse_pattern(pattern_difference(kept, a), s.options.matrix_name);
+  auto host = std::make_unique<CsrMatrix>(std::move(a));  // (its arrays move, not copied)
+  try {
+    std::future<std::string> difference = std::async(std::launch::async, [&] { return pattern_difference(kept, *host); });
+    std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(host->values.data(), false, false);
+    const double copy_ms = ms_since(t0);
+    refuse_pattern(difference.get(), s.options.matrix_name);
+    const double check_ms = ms_since(t0) - copy_ms;  // what the check took past the upload
+    auto new_setup = std::make_unique<MatrixSetup>(*host, std::move(d), s.options.duplicates_summed);
+    s.update_on_device(std::move(host), std::move(new_setup), t0, check_ms, copy_ms);
+  } catch (...) {
+    s.values_upload.reset();  // a refused update's values unlocked while they are still there
+    throw;
+  }
 }
 
 void Solver::update_values(const double* values, int64_t nnz) {
   Impl& s = *impl_;
   s.refuse_update_on_ranks();
-  const CsrMatrix& kept = s.pattern();
-  if (nnz != kept.nnz())
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t kept_nnz = s.backend == Backend::host ? s.host->nnz() : s.device_pattern().nnz;
+  if (nnz != kept_nnz)
     throw InputError(s.options.matrix_name, 0, "update_values: " + std::to_string(nnz) + " values, the solver's pattern has " +
-                                                   std::to_string(kept.nnz()) + " entries");
+                                                   std::to_string(kept_nnz) + " entries");
   if (nnz > 0 && !values) throw UsageError("update_values: missing values");
-  auto a = std::make_unique<CsrMatrix>();
-  a->rows = kept.rows, a->cols = kept.cols;
-  a->row_ptr = kept.row_ptr, a->col_idx = kept.col_idx;
-  a->values.assign(values, values + nnz);
-  s.update(std::move(a));
+  if (s.backend == Backend::host) {
+    auto a = std::make_unique<CsrMatrix>();
+    const CsrMatrix& kept = *s.host;
+    a->rows = kept.rows, a->cols = kept.cols;
+    a->row_ptr = kept.row_ptr, a->col_idx = kept.col_idx;
+    a->values.assign(values, values + nnz);
+    return s.update_on_host(std::move(a), t0, 0);
+  }
+  // the values alone go up, beside the kept pattern; the caller's array is unlocked before the return
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(values, false, true);
+  const double copy_ms = ms_since(t0);
+  auto new_setup = std::make_unique<MatrixSetup>(std::move(d), s.options.duplicates_summed);
+  s.update_on_device(nullptr, std::move(new_setup), t0, 0, copy_ms);  // (the host copy goes with the old setup)
 }
 
 void Solver::update_values(const DeviceValuesRef& v) {
@@ -715,26 +831,15 @@ void Solver::update_values(const DeviceValuesRef& v) {
   if (s.backend == Backend::host) throw UsageError("update_values: values on the device need the GPU backend");
   s.refuse_update_on_ranks();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::shared_ptr<const DeviceCsr> kept = s.setup->device_csr();  // the pattern (uploaded again if let go)
-  if (v.nnz != kept->nnz)
+  const int64_t kept_nnz = s.device_pattern().nnz;
+  if (v.nnz != kept_nnz)
     throw InputError(s.options.matrix_name, 0, "update_values: " + std::to_string(v.nnz) +
-                                                   " values, the solver's pattern has " + std::to_string(kept->nnz) + " entries");
+                                                   " values, the solver's pattern has " + std::to_string(kept_nnz) + " entries");
   if (v.nnz > 0 && !v.values) throw UsageError("DeviceValuesRef: missing values");
-  auto d = std::make_shared<DeviceCsr>();
-  d->rows = kept->rows, d->cols = kept->cols, d->nnz = kept->nnz;
-  d->row_ptr = DeviceArray<int32_t>(kept->row_ptr.size(), "CSR row pointers");
-  d->col_idx = DeviceArray<int32_t>(kept->col_idx.size(), "CSR column indices");
-  d->values = DeviceArray<double>(kept->values.size(), "CSR values");
-  if (d->row_ptr.bytes())
-    CHECK_CUDA(cudaMemcpy(d->row_ptr.data(), kept->row_ptr.data(), d->row_ptr.bytes(), cudaMemcpyDeviceToDevice));
-  if (v.nnz > 0) {
-    CHECK_CUDA(cudaMemcpy(d->col_idx.data(), kept->col_idx.data(), d->col_idx.bytes(), cudaMemcpyDeviceToDevice));
-    CHECK_CUDA(cudaMemcpy(d->values.data(), v.values, d->values.bytes(), cudaMemcpyDeviceToDevice));
-  }
-  CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // device copies may still run on return
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(v.values, true, true);
   const double copy_ms = ms_since(t0);
-  auto new_setup = std::make_unique<MatrixSetup>(std::shared_ptr<const DeviceCsr>(std::move(d)), s.options.duplicates_summed);
-  s.update_on_device(nullptr, std::move(new_setup), copy_ms);  // the host copy of old values goes with the old setup
+  auto new_setup = std::make_unique<MatrixSetup>(std::move(d), s.options.duplicates_summed);
+  s.update_on_device(nullptr, std::move(new_setup), t0, 0, copy_ms);  // the host copy of old values goes with the old setup
 }
 
 void Solver::update_values(const DeviceCsrRef& a) {
@@ -743,8 +848,13 @@ void Solver::update_values(const DeviceCsrRef& a) {
   s.refuse_update_on_ranks();
   if (a.rows < 0 || a.cols < 0 || a.nnz < 0 || (a.rows > 0 && !a.row_ptr) || (a.nnz > 0 && (!a.col_idx || !a.values)))
     throw UsageError("DeviceCsrRef: negative sizes or missing arrays");
-  refuse_pattern(device_pattern_difference(*s.setup->device_csr(), a), s.options.matrix_name);
-  update_values(DeviceValuesRef{a.nnz, a.values});
+  const auto t0 = std::chrono::steady_clock::now();
+  refuse_pattern(device_pattern_difference(s.device_pattern(), a), s.options.matrix_name);
+  const double check_ms = ms_since(t0);
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(a.values, true, true);
+  const double copy_ms = ms_since(t0) - check_ms;
+  auto new_setup = std::make_unique<MatrixSetup>(std::move(d), s.options.duplicates_summed);
+  s.update_on_device(nullptr, std::move(new_setup), t0, check_ms, copy_ms);
 }
 
 const std::vector<Phase>& Solver::update_phases() const { return impl_->update_phases; }

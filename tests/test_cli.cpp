@@ -670,7 +670,7 @@ TEST(Cli, SequenceOfMatricesUpdatesThenSolvesEach) {
   const std::string common = " --backend host --precond jacobi --tol 1e-9 --deterministic";
   const Outcome seq = run("solve --generate jump3d:10:1,jump3d:10:2,jump3d:10:3" + common + " --report-file " + json_path);
   ASSERT_EQ(seq.code, 0) << seq.output;
-  for (const char* text : {"update steps", "jump3d:10:2", "jump3d:10:3", "update: statistics"})
+  for (const char* text : {"update steps", "jump3d:10:2", "jump3d:10:3", "update: pattern check", ", statistics"})
     EXPECT_NE(seq.output.find(text), std::string::npos) << text << "\n" << seq.output;
   const Outcome first = run("solve --generate jump3d:10:1" + common), last = run("solve --generate jump3d:10:3" + common);
   ASSERT_EQ(first.code, 0) << first.output;
@@ -686,7 +686,8 @@ TEST(Cli, SequenceOfMatricesUpdatesThenSolvesEach) {
   const size_t steps = json.find("\"steps\":");
   ASSERT_NE(steps, std::string::npos) << json;
   EXPECT_EQ(json_value(json, "matrix", steps), "\"jump3d:10:2\"");
-  EXPECT_NE(json.find("\"update_phases\":[{\"name\":\"statistics\"", steps), std::string::npos) << json;
+  EXPECT_NE(json.find("\"update_phases\":[{\"name\":\"pattern check\"", steps), std::string::npos) << json;
+  EXPECT_NE(json.find("{\"name\":\"statistics\"", steps), std::string::npos) << json;
   EXPECT_NE(json.find("\"update (total)\"", steps), std::string::npos) << json;
   EXPECT_EQ(json_value(json, "converged", steps), "true");
   ASSERT_EQ(run("solve --generate jump3d:10:1,jump3d:10:2" + common + " --report-file " + csv_path).code, 0);
@@ -734,7 +735,8 @@ TEST(Cli, GpuSequenceWithAmgEqualsFreshSetups) {
   const size_t steps = seq.output.find("update steps");
   ASSERT_NE(steps, std::string::npos) << seq.output;
   const std::string tail = seq.output.substr(steps);
-  for (const char* text : {"update: upload", "preconditioner", "amg: diagonal", "galerkin: R (A P)", "coarse factorisation"})
+  for (const char* text : {"update: pattern check", ", upload", "preconditioner", "amg: diagonal", "galerkin: R (A P)",
+                           "coarse factorisation"})
     EXPECT_NE(tail.find(text), std::string::npos) << text << "\n" << seq.output;
   EXPECT_EQ(tail.find("aggregation"), std::string::npos) << seq.output;
 }

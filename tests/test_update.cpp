@@ -289,6 +289,8 @@ TEST_F(GpuUpdate, ValuesFromTheHostOrTheDevice) {
   EXPECT_TRUE(bitwise_equal(solve_random(by_values, 1, 3), x));
   EXPECT_TRUE(bitwise_equal(solve_random(by_device, 1, 3), x));
   EXPECT_EQ(by_device.matrix().values[7], b.values[7]);  // the host copy is the new values' (downloaded)
+  EXPECT_EQ(by_values.matrix().values[7], b.values[7]);  // (the values alone went up: downloaded too)
+  EXPECT_EQ(by_values.matrix().col_idx, a.col_idx);
   EXPECT_THROW(by_device.update_values(DeviceValuesRef{b.nnz() + 1, values.data()}), InputError);
   EXPECT_THROW(by_device.update_values(DeviceValuesRef{b.nnz(), nullptr}), UsageError);
 
@@ -374,11 +376,20 @@ TEST_F(GpuUpdate, PhasesOfTheUpdateApartFromTheSetup) {
   s.update_values(perturbed(a));
   EXPECT_EQ(s.setup_phases().size(), setup.size());
   const std::vector<Phase>& u = s.update_phases();
-  for (const char* name : {"upload", "statistics", "conversion", "analysis", "preconditioner"})
+  for (const char* name : {"pattern check", "upload", "statistics", "conversion", "analysis", "preconditioner"})
     EXPECT_TRUE(has_phase(u, name)) << name;
   ASSERT_FALSE(u.empty());
   EXPECT_EQ(u.back().name, kUpdateTotalPhase);
-  for (const Phase& p : u) EXPECT_GE(p.ms, 0) << p.name;
+  double parts = 0;
+  for (const Phase& p : u) {
+    EXPECT_GE(p.ms, 0) << p.name;
+    if (&p != &u.back()) parts += p.ms;
+  }
+  EXPECT_LE(parts, u.back().ms * (1 + 1e-9)) << "the total covers every phase, the pattern's check included";
+  // the values alone (no pattern to check): no check phase
+  s.update_values(a.values.data(), a.nnz());
+  EXPECT_FALSE(has_phase(s.update_phases(), "pattern check"));
+  EXPECT_TRUE(has_phase(s.update_phases(), "upload"));
   const PreconditionerReport& pr = *s.preconditioner();
   EXPECT_FALSE(has_phase(pr.phases, "aggregation"));
   EXPECT_FALSE(has_phase(pr.phases, "strength"));

@@ -191,7 +191,9 @@ class Solver {
   // A rank's Solver (several GPUs) refuses with UsageError: its distributed operator is not remade yet (set up
   // a new one).
   void update_values(CsrMatrix a);
-  // The values alone: nnz doubles in host memory, in the CSR order of the solver's pattern.
+  // The values alone: nnz doubles in host memory, in the CSR order of the solver's pattern. On the GPU backend
+  // they go up alone, beside the pattern the solver keeps on the device (matrix() then downloads the host copy
+  // when asked, as for values on the device); a CSR goes up the same way once its pattern is checked.
   void update_values(const double* values, int64_t nnz);
   // A CSR in device memory the caller owns (GPU backend: UsageError on the host backend): its pattern is
   // checked on the device, then its values are taken as update_values(DeviceValuesRef) takes them.
@@ -199,7 +201,8 @@ class Solver {
   // The values alone in device memory the caller owns (GPU backend: UsageError on the host backend).
   void update_values(const DeviceValuesRef& values);
   // The last update's phases, named as the setup's (upload, statistics, conversion, analysis, preconditioner),
-  // ending with kUpdateTotalPhase; empty before the first update. setup_phases() stays the first setup's.
+  // after "pattern check" where a whole CSR came, ending with kUpdateTotalPhase (the whole call); empty before
+  // the first update. setup_phases() stays the first setup's.
   const std::vector<Phase>& update_phases() const;
   int updates() const;  // update_values calls that succeeded
 
