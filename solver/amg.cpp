@@ -93,6 +93,9 @@ class AmgPreconditioner final : public PreconditionerOp, public HoldsFp32Copy {
     // The aggregates of this level's rows (levels with a coarser one): an update keeps them, and with them the
     // tentative prolongator and every coarser level's pattern. Shared by the hierarchies of later updates.
     std::shared_ptr<const DeviceAggregates> aggregates;
+    // The shapes of the level's row products (one GPU): the prolongator's smoothing steps, then A P, then R (A P).
+    // Fixed by the aggregates and A's pattern, so an update takes them and runs each product's fill pass alone.
+    std::vector<RowProductShape> product_shapes;
     // Over ranks: the level's operator over the ranks (level 0's the solver's, a coarser one owned here; null on a
     // level every rank holds whole), its first row in the level's whole system, and whether the next level is held
     // whole by every rank (the sum-over-ranks restriction) rather than split over them.
@@ -395,6 +398,16 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         continue;
       }
       DeviceCsr p;
+      // product i's shape: learned here on a setup, taken from kept's level on an update
+      const int products = (o.prolongator == AmgProlongator::plain ? 0 : o.prolongator_smoothings) + 2;
+      L.product_shapes = was && was->product_shapes.size() == static_cast<size_t>(products)
+                             ? was->product_shapes
+                             : std::vector<RowProductShape>(static_cast<size_t>(products));
+      auto shape = [&](int i) -> std::pair<RowProductShape*, const RowProductShape*> {
+        RowProductShape& sh = L.product_shapes[static_cast<size_t>(i)];
+        return sh.lanes > 0 ? std::pair<RowProductShape*, const RowProductShape*>{nullptr, &sh}
+                            : std::pair<RowProductShape*, const RowProductShape*>{&sh, nullptr};
+      };
       timed("prolongator", [&] {
         DeviceCsr p0 = tentative_prolongator(agg, n, s);
         if (o.prolongator == AmgProlongator::plain) {
@@ -407,8 +420,10 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         // can miss
         const double omega = o.prolongator_omega / (L.lambda_max / o.lambda_max_safety);
         p = std::move(p0);
-        for (int step = 0; step < o.prolongator_smoothings; ++step)  // P <- P - omega D^-1 A P
-          p = row_product(a, p, &p, dinv.data(), -omega, s);
+        for (int step = 0; step < o.prolongator_smoothings; ++step) {  // P <- P - omega D^-1 A P
+          const auto [learn, take] = shape(step);
+          p = row_product(a, p, &p, dinv.data(), -omega, s, nullptr, learn, take);
+        }
       });
       auto coarse = std::make_shared<DeviceCsr>();
       std::shared_ptr<DeviceCsr> r;
@@ -416,8 +431,14 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
       // both products by our row-wise kernel; a row too wide for it (> 256 columns) makes one cuSPARSE's
       DeviceCsr ap;
       bool ap_by_library = false, rap_by_library = false;
-      timed("galerkin: A P", [&] { ap = row_product(a, p, nullptr, nullptr, 1.0, s, &ap_by_library); });
-      timed("galerkin: R (A P)", [&] { *coarse = row_product(*r, ap, nullptr, nullptr, 1.0, s, &rap_by_library); });
+      timed("galerkin: A P", [&] {
+        const auto [learn, take] = shape(products - 2);
+        ap = row_product(a, p, nullptr, nullptr, 1.0, s, &ap_by_library, learn, take);
+      });
+      timed("galerkin: R (A P)", [&] {
+        const auto [learn, take] = shape(products - 1);
+        *coarse = row_product(*r, ap, nullptr, nullptr, 1.0, s, &rap_by_library, learn, take);
+      });
       if (ap_by_library || rap_by_library)
         library_products.push_back("level " + std::to_string(l) + (ap_by_library ? " A P" : "") +
                                    (rap_by_library ? " R (A P)" : ""));
@@ -521,7 +542,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   for (size_t l = 0; l + 1 < levels_.size(); ++l)
     if (runs_fused(levels_[l])) fused_levels += (fused_levels.empty() ? "" : ", ") + std::to_string(l);
   if (!fused_levels.empty()) report_.detail += "; the steps after the first fused into the product on level(s) " + fused_levels;
-  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept";
+  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept, its products' shapes reused";
   if (ranks) {
     size_t split = 0;
     while (split < levels_.size() && levels_[split].dist) ++split;

@@ -234,7 +234,8 @@ TEST_F(GpuPrecond, GalerkinProductEqualsEigen) {
 
 // The row-wise product on rows of every width: an arrow matrix's dense rows have more distinct columns in
 // A A than the kernel takes (the whole product then goes to cuSPARSE, flagged); narrower ones stay ours. Each
-// equals Eigen's A A (scaled, plus E), and two runs give the same bits.
+// equals Eigen's A A (scaled, plus E), and two runs give the same bits; the shape learned by the first makes a
+// product of new values on the same pattern with the fill pass alone, bit for bit the whole product's.
 TEST_F(GpuPrecond, RowProductOnWideAndNarrowRows) {
   for (const int32_t n : {1, 7, 200, 700}) {
     std::vector<int32_t> ti, tj;
@@ -251,9 +252,27 @@ TEST_F(GpuPrecond, RowProductOnWideAndNarrowRows) {
     const auto d = upload_csr_shared(a);
     const DeviceArray<double> dinv = checked_inverse_diagonal(*d, what, "test", 0);
     bool by_cusparse = false;
-    const CsrMatrix c = download_csr(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0, &by_cusparse));
+    RowProductShape shape;
+    const CsrMatrix c = download_csr(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0, &by_cusparse, &shape));
     const CsrMatrix again = download_csr(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0));
     EXPECT_EQ(by_cusparse, n > RowProductTuning::kMaxColumns) << what;
+    EXPECT_EQ(shape.lanes > 0, !by_cusparse) << what << ": cuSPARSE's product leaves no shape";
+    if (shape.lanes > 0) {
+      // new values on the same patterns: the fill pass alone, on the kept shape, gives the whole product's bits
+      CsrMatrix b = a;
+      for (size_t q = 0; q < b.values.size(); ++q) b.values[q] *= 1.0 + 0.37 * double(q % 11);
+      const auto db = upload_csr_shared(b);
+      const DeviceArray<double> bdinv = checked_inverse_diagonal(*db, what, "test", 0);
+      const CsrMatrix whole = download_csr(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0));
+      const CsrMatrix filled = download_csr(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0, nullptr, nullptr, &shape));
+      EXPECT_EQ(filled.row_ptr, whole.row_ptr) << what;
+      EXPECT_EQ(filled.col_idx, whole.col_idx) << what;
+      ASSERT_EQ(filled.values.size(), whole.values.size()) << what;
+      EXPECT_EQ(0, std::memcmp(filled.values.data(), whole.values.data(), sizeof(double) * whole.values.size())) << what;
+      RowProductShape other = shape;  // a shape of another product (one row fewer) is refused
+      other.row_ptr = std::make_shared<DeviceArray<int32_t>>(shape.row_ptr->size() - 1, "test");
+      EXPECT_THROW(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0, nullptr, nullptr, &other), Error) << what;
+    }
     EXPECT_TRUE(columns_sorted(c)) << what;
     EXPECT_EQ(c.col_idx, again.col_idx) << what;
     EXPECT_EQ(0, std::memcmp(c.values.data(), again.values.data(), sizeof(double) * c.values.size())) << what;

@@ -754,17 +754,31 @@ DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaS
 }
 
 DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
-                      cudaStream_t s, bool* by_cusparse) {
+                      cudaStream_t s, bool* by_cusparse, RowProductShape* learned, const RowProductShape* kept) {
   if (a.cols != b.rows || (e && (e->rows != a.rows || e->cols != b.cols)))
     throw Error("row_product: shapes do not match");
   if (by_cusparse) *by_cusparse = false;
+  if (learned) *learned = RowProductShape{};
   const int32_t n = a.rows;
-  DeviceArray<int32_t> count(static_cast<size_t>(n), "row product counts");
   DeviceArray<int> flag(1, "row product flag");
   CHECK_CUDA(cudaMemsetAsync(flag.data(), 0, sizeof(int), s));
   const int32_t* erp = e ? e->row_ptr.data() : nullptr;
   const int32_t* eci = e ? e->col_idx.data() : nullptr;
   const double* ev = e ? e->values.data() : nullptr;
+  if (kept && kept->lanes > 0) {  // the shape of a product on the same patterns: the fill pass alone
+    if (!kept->row_ptr || kept->row_ptr->size() != static_cast<size_t>(n) + 1)
+      throw Error("row_product: the kept shape is of another number of rows");
+    DeviceCsr c;
+    c.rows = n, c.cols = b.cols, c.nnz = kept->nnz;
+    c.row_ptr = DeviceArray<int32_t>(kept->row_ptr->size(), "row product");
+    CHECK_CUDA(cudaMemcpyAsync(c.row_ptr.data(), kept->row_ptr->data(), c.row_ptr.bytes(), cudaMemcpyDeviceToDevice, s));
+    c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(kept->nnz), "row product");
+    c.values = DeviceArray<double>(static_cast<size_t>(kept->nnz), "row product");
+    row_product_pass<true>(kept->lanes, n, a, b, erp, eci, ev, dinv, s0, nullptr, &c, flag.data(), s);
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    return c;
+  }
+  DeviceArray<int32_t> count(static_cast<size_t>(n), "row product counts");
   // the group that takes the mean row's products (at most 8 G distinct columns); a row past its group's limit
   // sends the product to whole warps (256 columns), and past that to cuSPARSE
   const double products = (n ? double(a.nnz) / n : 0.0) * (b.rows ? double(b.nnz) / b.rows : 0.0) +
@@ -800,6 +814,12 @@ DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e
   }
   DeviceCsr c = csr_from_counts(count.data(), n, b.cols, "row product", s);
   row_product_pass<true>(lanes, n, a, b, erp, eci, ev, dinv, s0, nullptr, &c, flag.data(), s);
+  if (learned) {
+    auto offsets = std::make_shared<DeviceArray<int32_t>>(c.row_ptr.size(), "row product shape");
+    if (c.row_ptr.bytes())
+      CHECK_CUDA(cudaMemcpyAsync(offsets->data(), c.row_ptr.data(), c.row_ptr.bytes(), cudaMemcpyDeviceToDevice, s));
+    learned->row_ptr = std::move(offsets), learned->lanes = lanes, learned->nnz = c.nnz;
+  }
   CHECK_CUDA(cudaStreamSynchronize(s));
   return c;
 }

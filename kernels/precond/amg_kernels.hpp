@@ -61,8 +61,19 @@ struct RowProductTuning {
 // and written sorted. A row with more columns makes the whole product cuSPARSE's (then the scaling and E), and
 // sets *by_cusparse. For AMG: the smoothed prolongator P0 - omega D^-1 A P0 (s0 = -omega, E = P0), each further
 // smoothing step, and both Galerkin products A P and R (A P).
+//
+// The product's shape -- its row offsets and the lanes a row took -- depends on the patterns alone: `learned`
+// (when given) receives it, and `kept` (a shape learned on the same patterns: an update's new values) skips the
+// counting pass and the scan, the fill pass writing the same bits a whole product would. A shape from cuSPARSE's
+// fallback is empty (lanes 0): the product is made whole again.
+struct RowProductShape {
+  std::shared_ptr<const DeviceArray<int32_t>> row_ptr;  // rows + 1 offsets
+  int lanes = 0;
+  int64_t nnz = 0;
+};
 DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
-                      cudaStream_t s, bool* by_cusparse = nullptr);
+                      cudaStream_t s, bool* by_cusparse = nullptr, RowProductShape* learned = nullptr,
+                      const RowProductShape* kept = nullptr);
 
 // A' (columns sorted in every row; a stable sort, so the same input gives the same bits).
 DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s);
