@@ -57,9 +57,9 @@ std::vector<double> column_norms(const DeviceBlock& B, cudaStream_t s, Reduction
 namespace {
 
 // Runs a batch of iterations as plain launches (per-kernel events possible), or captured once into a CUDA graph
-// and replayed, which removes the launch overhead of small matrices: the engine's full batch, and one iteration
-// for the shorter batches near convergence. The kernel counts of a replayed graph are credited to the timer per
-// replay, and its sums and exchanges to the communicator.
+// and replayed, which removes the launch overhead of small matrices: one iteration's graph, and for iterations of
+// a few nodes the engine's full batch as one graph (run() says why). The kernel counts of a replayed graph are
+// credited to the timer per replay, and its sums and exchanges to the communicator.
 class GraphReplay {
  public:
   GraphReplay(cudaStream_t s, bool use_graph, KernelTimer& timer, Communicator* ranks)
@@ -73,23 +73,40 @@ class GraphReplay {
   GraphReplay(const GraphReplay&) = delete;
   GraphReplay& operator=(const GraphReplay&) = delete;
 
-  // `length` iterations, each of which `iteration` puts on the stream: the engine's full batch as one graph, a
-  // shorter one as a graph of one iteration launched `length` times (a capture and an instantiation for each
-  // length met would cost more than the launches: a V-cycle's graph has a hundred nodes an iteration)
+  // `length` iterations, each of which `iteration` puts on the stream, from graphs: one iteration's graph launched
+  // `length` times, or, for a full batch of iterations of a few nodes each, the batch's own graph (one launch).
+  // Capturing and instantiating costs by the node: on an H100 (2026-11-26), AMG-PCG solves (four levels: ~43
+  // kernels an iteration) took, batch graph / one iteration's graph / no graph, poisson3d:50 4.02 / 2.32 / 2.50 ms,
+  // poisson3d:100 10.7 / 8.2 / 8.4, jump3d:128 30.3 / 27.8 / 29.3, poisson3d:200 54.0 / 51.2 / 51.9, the 27-point
+  // 256^3 113.4 / 110.1 / 110.4; Jacobi-CG (a few nodes) gains from the batch's graph: poisson2d:512 26.0 / 27.0 /
+  // 28.8, jump3d:128 140.0 / 141.7 / 144.3.
   void run(int length, int full, const std::function<void(KernelTimer&)>& iteration) {
     if (!graph_) {
       for (int i = 0; i < length; ++i) iteration(timer_);
       return;
     }
-    const int per_graph = length == full ? full : 1;
-    for (int launch = 0; launch < length / per_graph; ++launch)
-      replay(per_graph, [&](KernelTimer& t) {
-        for (int i = 0; i < per_graph; ++i) iteration(t);
+    int done = 0;
+    auto one = captured_.find(1);
+    if (one == captured_.end()) {  // the first iteration captures one iteration's graph, whose nodes decide below
+      replay(1, iteration);
+      one = captured_.find(1), done = 1;
+    }
+    if (done == 0 && length == full && one->second.nodes <= GraphTuning::batch_graph_max_nodes) {
+      replay(full, [&](KernelTimer& t) {
+        for (int i = 0; i < full; ++i) iteration(t);
       });
+      return;
+    }
+    for (; done < length; ++done) replay(1, iteration);
   }
 
  private:
-  // one graph for each length of batch it captured
+  struct GraphTuning {
+    // an iteration of at most this many nodes runs a full batch as one graph (Jacobi-CG's fused iteration has a
+    // handful; AMG-PCG's V-cycle dozens): measured above
+    static constexpr size_t batch_graph_max_nodes = 16;
+  };
+  // the graph of `length` iterations, captured on first use (the capture counts its first launch's calls), launched
   void replay(int length, const std::function<void(KernelTimer&)>& enqueue) {
     Captured& c = captured_[length];
     if (!c.exec) {
@@ -105,6 +122,7 @@ class GraphReplay {
         throw;
       }
       CHECK_CUDA(cudaStreamEndCapture(s_, &c.g));
+      CHECK_CUDA(cudaGraphGetNodes(c.g, nullptr, &c.nodes));
       CHECK_CUDA(cudaGraphInstantiate(&c.exec, c.g, 0));
       c.per_batch = capture_counts.stats();
       if (ranks_) {  // the capture counted one batch's calls: the first launch's
@@ -124,6 +142,7 @@ class GraphReplay {
   struct Captured {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t exec = nullptr;
+    size_t nodes = 0;
     std::vector<KernelStat> per_batch;
     CommunicationStats calls;  // a batch's sums and exchanges
   };
