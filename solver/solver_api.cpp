@@ -304,7 +304,7 @@ struct Solver::Impl {
   // setup let it go), then each update's own, held so that the next update finds it.
   std::shared_ptr<const DeviceCsr> update_pattern;
   // Keeps the last update's host values (a CSR held in `host`) locked while `host` holds them (PinnedUploader says
-  // why); declared after `host`, so destroyed (unlocking them) before it.
+  // why): let go before `host` changes, and declared after it, so destroyed (unlocking them) before it.
   std::unique_ptr<PinnedUploader> values_upload;
   // Started by the setup; not joined there (on a small matrix it can outlast the setup), but by the destructor.
   // The solves' graph captures are thread-local, so its loads on its own thread do not disturb them.
@@ -485,9 +485,10 @@ struct Solver::Impl {
   }
 
   // A device CSR of the solver's pattern with new values (nnz doubles in the CSR order): the pattern copied on the
-  // device, the values copied on the device or uploaded alone (locked in chunks, and kept locked by values_upload;
-  // unlocked before the return with unlock_now, for memory the caller may free at once).
-  std::shared_ptr<const DeviceCsr> pattern_with_values(const double* values, bool values_on_device, bool unlock_now) {
+  // device, the values copied on the device or uploaded alone, locked in chunks: kept locked by *locks where given
+  // (for values the solver will hold), else unlocked before the return (memory the caller may free at once).
+  std::shared_ptr<const DeviceCsr> pattern_with_values(const double* values, bool values_on_device,
+                                                       std::unique_ptr<PinnedUploader>* locks = nullptr) {
     const DeviceCsr& p = device_pattern();
     auto d = std::make_shared<DeviceCsr>();
     d->rows = p.rows, d->cols = p.cols, d->nnz = p.nnz;
@@ -507,8 +508,7 @@ struct Solver::Impl {
       auto upload = std::make_unique<PinnedUploader>();  // (an error here unlocks what it locked)
       upload->copy(d->values.data(), values, d->values.bytes());
       upload->finish();
-      if (unlock_now) upload.reset();
-      values_upload = std::move(upload);  // (the last update's, replaced: unlocked)
+      if (locks) *locks = std::move(upload);
     }
     CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));  // the device copies may still run on return
     return d;
@@ -519,9 +519,11 @@ struct Solver::Impl {
   // setup is let go only once all of the new one is made, so that a refusal leaves the solver as it was.
   // t_call: when the update began (its total); before: what it did before the setup (the pattern's check, the
   // values' copy as "upload"), phases of the update's report.
-  // new_host is taken only once the update succeeds (a failed one leaves it with the caller).
+  // new_host is taken only once the update succeeds (a failed one leaves it with the caller); host_locks keep its
+  // values locked (pattern_with_values) while the solver holds it.
   void update_on_device(std::unique_ptr<CsrMatrix>&& new_host, std::unique_ptr<MatrixSetup> new_setup,
-                        std::chrono::steady_clock::time_point t_call, double check_ms, double copy_ms) {
+                        std::chrono::steady_clock::time_point t_call, double check_ms, double copy_ms,
+                        std::unique_ptr<PinnedUploader> host_locks = nullptr) {
     NvtxRange range("update");
     const OperatorOptions oo = operator_options(options);
     const int k = std::max(1, options.expected_columns);
@@ -549,8 +551,10 @@ struct Solver::Impl {
     op32.reset();
     op = std::move(new_op);
     precond = std::move(new_precond);
+    values_upload.reset();  // (the old host values' locks, before those values go)
     setup = std::move(new_setup);  // before the host CSR it holds by reference
     host = std::move(new_host);
+    values_upload = std::move(host_locks);
     update_pattern = setup->device_csr();  // (made with the setup: held now, for the next update)
     commit_precision(std::move(new_precision), oo);
     // The CSR and layouts no one holds go, as after the setup; what the old setup let go stays in the pool,
@@ -787,19 +791,15 @@ void Solver::update_values(CsrMatrix a) {
   // upload changes nothing the solver holds, and a refusal lets it go. The sizes first: the upload reads them.
   refuse_pattern(size_difference(a.rows, a.cols, a.nnz(), kept.rows, kept.cols, kept.nnz()), s.options.matrix_name);
   if (a.values.size() != kept.values.size()) refuse_pattern(pattern_difference(kept, a), s.options.matrix_name);
-  auto host = std::make_unique<CsrMatrix>(std::move(a));  // (its arrays move, not copied)
-  try {
-    std::future<std::string> difference = std::async(std::launch::async, [&] { return pattern_difference(kept, *host); });
-    std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(host->values.data(), false, false);
-    const double copy_ms = ms_since(t0);
-    refuse_pattern(difference.get(), s.options.matrix_name);
-    const double check_ms = ms_since(t0) - copy_ms;  // what the check took past the upload
-    auto new_setup = std::make_unique<MatrixSetup>(*host, std::move(d), s.options.duplicates_summed);
-    s.update_on_device(std::move(host), std::move(new_setup), t0, check_ms, copy_ms);
-  } catch (...) {
-    s.values_upload.reset();  // a refused update's values unlocked while they are still there
-    throw;
-  }
+  auto host = std::make_unique<CsrMatrix>(std::move(a));  // (its arrays move, not copied; outlives the locks below)
+  std::future<std::string> difference = std::async(std::launch::async, [&] { return pattern_difference(kept, *host); });
+  std::unique_ptr<PinnedUploader> locks;
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(host->values.data(), false, &locks);
+  const double copy_ms = ms_since(t0);
+  refuse_pattern(difference.get(), s.options.matrix_name);
+  const double check_ms = ms_since(t0) - copy_ms;  // what the check took past the upload
+  auto new_setup = std::make_unique<MatrixSetup>(*host, std::move(d), s.options.duplicates_summed);
+  s.update_on_device(std::move(host), std::move(new_setup), t0, check_ms, copy_ms, std::move(locks));
 }
 
 void Solver::update_values(const double* values, int64_t nnz) {
@@ -820,7 +820,7 @@ void Solver::update_values(const double* values, int64_t nnz) {
     return s.update_on_host(std::move(a), t0, 0);
   }
   // the values alone go up, beside the kept pattern; the caller's array is unlocked before the return
-  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(values, false, true);
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(values, false);
   const double copy_ms = ms_since(t0);
   auto new_setup = std::make_unique<MatrixSetup>(std::move(d), s.options.duplicates_summed);
   s.update_on_device(nullptr, std::move(new_setup), t0, 0, copy_ms);  // (the host copy goes with the old setup)
@@ -836,7 +836,7 @@ void Solver::update_values(const DeviceValuesRef& v) {
     throw InputError(s.options.matrix_name, 0, "update_values: " + std::to_string(v.nnz) +
                                                    " values, the solver's pattern has " + std::to_string(kept_nnz) + " entries");
   if (v.nnz > 0 && !v.values) throw UsageError("DeviceValuesRef: missing values");
-  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(v.values, true, true);
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(v.values, true);
   const double copy_ms = ms_since(t0);
   auto new_setup = std::make_unique<MatrixSetup>(std::move(d), s.options.duplicates_summed);
   s.update_on_device(nullptr, std::move(new_setup), t0, 0, copy_ms);  // the host copy of old values goes with the old setup
@@ -851,7 +851,7 @@ void Solver::update_values(const DeviceCsrRef& a) {
   const auto t0 = std::chrono::steady_clock::now();
   refuse_pattern(device_pattern_difference(s.device_pattern(), a), s.options.matrix_name);
   const double check_ms = ms_since(t0);
-  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(a.values, true, true);
+  std::shared_ptr<const DeviceCsr> d = s.pattern_with_values(a.values, true);
   const double copy_ms = ms_since(t0) - check_ms;
   auto new_setup = std::make_unique<MatrixSetup>(std::move(d), s.options.duplicates_summed);
   s.update_on_device(nullptr, std::move(new_setup), t0, check_ms, copy_ms);
