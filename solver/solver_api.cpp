@@ -517,8 +517,8 @@ struct Solver::Impl {
   // new_host (its CSR, or null for values on the device) and the setup over it: the checks on the new values,
   // the operator remade with its choice kept, the preconditioner updated (its pattern-made parts kept). The old
   // setup is let go only once all of the new one is made, so that a refusal leaves the solver as it was.
-  // t_call: when the update began (its total); before: what it did before the setup (the pattern's check, the
-  // values' copy as "upload"), phases of the update's report.
+  // t_call: when the update began (its total covers the whole call); check_ms and copy_ms: what it spent before
+  // the setup, on the pattern's check (past the upload it overlapped) and on the values' copy ("upload").
   // new_host is taken only once the update succeeds (a failed one leaves it with the caller); host_locks keep its
   // values locked (pattern_with_values) while the solver holds it.
   void update_on_device(std::unique_ptr<CsrMatrix>&& new_host, std::unique_ptr<MatrixSetup> new_setup,
