@@ -74,7 +74,7 @@ void print_report(const SolveReport& r) {
                 double(r.reader.text_bytes) / 1e6, r.reader.threads, r.reader.access.c_str(), r.reader.method.c_str(),
                 r.reader.load_ms, r.reader.parse_ms, r.reader.build_ms);
   if (s.fallback_columns > 0)
-    std::printf("fallback    %s; %d column(s) finished by multi-cg\n", s.fallback_reason.c_str(), s.fallback_columns);
+    std::printf("fallback    %d column(s): %s\n", s.fallback_columns, s.fallback_reason.c_str());
   std::printf("\nphase%s                       ms\n", r.ranks.empty() ? "" : " (rank 0)");
   for (const auto& p : r.phases) std::printf("  %-24s %10.3f\n", p.name.c_str(), p.ms);
   if (!r.ranks.empty()) {

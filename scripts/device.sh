@@ -34,9 +34,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   rc=$?
   summary+=("memcheck test_solvers: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_solvers.log" | tail -1)")
   compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_precond --gtest_brief=1 \
-    --gtest_filter='*Aggregates*:*Galerkin*:*Coarsest*:*Chebyshev*:*BlockJacobi*:*Planted*:*AmgFp32Copy*' > "$out/memcheck_precond.log" 2>&1
+    --gtest_filter='*Aggregates*:*Galerkin*:*RowProduct*:*Coarsest*:*Chebyshev*:*BlockJacobi*:*Planted*:*AmgFp32Copy*' > "$out/memcheck_precond.log" 2>&1
   rc=$?
   summary+=("memcheck test_precond: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_precond.log" | tail -1)")
+  # updates: the kept shapes (the fill pass alone, then the values alone) and the transposes' kept order
+  compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_update --gtest_brief=1 \
+    --gtest_filter='*Chain*' > "$out/memcheck_update.log" 2>&1
+  rc=$?
+  summary+=("memcheck test_update: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck_update.log" | tail -1)")
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   md="$SPCG_MATRIX_DIR/spd"

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -71,6 +72,7 @@ class AmgPreconditioner final : public PreconditionerOp, public HoldsFp32Copy {
   void reserve(int k) const override;
   void apply(const double* R, double* Z, int k, cudaStream_t s) const override { cycle(0, R, Z, k, s); }
   double bytes_per_apply(int k) const override;
+  std::vector<double> bytes_per_launch(int k) const override;
   // Level 0's own operator where it stores FP32 values of the solver's matrix (one GPU: a rank's level 0 is a view
   // of the distributed product).
   const LinearOperator* fp32_copy_of_product() const override {
@@ -94,8 +96,10 @@ class AmgPreconditioner final : public PreconditionerOp, public HoldsFp32Copy {
     // tentative prolongator and every coarser level's pattern. Shared by the hierarchies of later updates.
     std::shared_ptr<const DeviceAggregates> aggregates;
     // The shapes of the level's row products (one GPU): the prolongator's smoothing steps, then A P, then R (A P).
-    // Fixed by the aggregates and A's pattern, so an update takes them and runs each product's fill pass alone.
+    // Fixed by the aggregates and A's pattern, so an update takes them: the fill pass alone on the first update,
+    // the values alone on later ones. The transpose R = P' keeps its order from the first update likewise.
     std::vector<RowProductShape> product_shapes;
+    TransposeShape transpose_shape;
     // Over ranks: the level's operator over the ranks (level 0's the solver's, a coarser one owned here; null on a
     // level every rank holds whole), its first row in the level's whole system, and whether the next level is held
     // whole by every rank (the sum-over-ranks restriction) rather than split over them.
@@ -398,16 +402,14 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         continue;
       }
       DeviceCsr p;
-      // product i's shape: learned here on a setup, taken from kept's level on an update
+      // product i's shape: its offsets learned on a setup, its columns on the first update (kept's level's, taken
+      // and learned further: RowProductShape), and the transpose's order likewise on the first update
       const int products = (o.prolongator == AmgProlongator::plain ? 0 : o.prolongator_smoothings) + 2;
       L.product_shapes = was && was->product_shapes.size() == static_cast<size_t>(products)
                              ? was->product_shapes
                              : std::vector<RowProductShape>(static_cast<size_t>(products));
-      auto shape = [&](int i) -> std::pair<RowProductShape*, const RowProductShape*> {
-        RowProductShape& sh = L.product_shapes[static_cast<size_t>(i)];
-        return sh.lanes > 0 ? std::pair<RowProductShape*, const RowProductShape*>{nullptr, &sh}
-                            : std::pair<RowProductShape*, const RowProductShape*>{&sh, nullptr};
-      };
+      if (was) L.transpose_shape = was->transpose_shape;
+      auto shape = [&](int i) { return &L.product_shapes[static_cast<size_t>(i)]; };
       timed("prolongator", [&] {
         DeviceCsr p0 = tentative_prolongator(agg, n, s);
         if (o.prolongator == AmgProlongator::plain) {
@@ -421,23 +423,20 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
         const double omega = o.prolongator_omega / (L.lambda_max / o.lambda_max_safety);
         p = std::move(p0);
         for (int step = 0; step < o.prolongator_smoothings; ++step) {  // P <- P - omega D^-1 A P
-          const auto [learn, take] = shape(step);
-          p = row_product(a, p, &p, dinv.data(), -omega, s, nullptr, learn, take);
+          p = row_product(a, p, &p, dinv.data(), -omega, s, nullptr, shape(step));
         }
       });
       auto coarse = std::make_shared<DeviceCsr>();
       std::shared_ptr<DeviceCsr> r;
-      timed("galerkin: R = P'", [&] { r = std::make_shared<DeviceCsr>(transpose(p, s)); });
+      timed("galerkin: R = P'", [&] { r = std::make_shared<DeviceCsr>(transpose(p, s, was ? &L.transpose_shape : nullptr)); });
       // both products by our row-wise kernel; a row too wide for it (> 256 columns) makes one cuSPARSE's
       DeviceCsr ap;
       bool ap_by_library = false, rap_by_library = false;
       timed("galerkin: A P", [&] {
-        const auto [learn, take] = shape(products - 2);
-        ap = row_product(a, p, nullptr, nullptr, 1.0, s, &ap_by_library, learn, take);
+        ap = row_product(a, p, nullptr, nullptr, 1.0, s, &ap_by_library, shape(products - 2));
       });
       timed("galerkin: R (A P)", [&] {
-        const auto [learn, take] = shape(products - 1);
-        *coarse = row_product(*r, ap, nullptr, nullptr, 1.0, s, &rap_by_library, learn, take);
+        *coarse = row_product(*r, ap, nullptr, nullptr, 1.0, s, &rap_by_library, shape(products - 1));
       });
       if (ap_by_library || rap_by_library)
         library_products.push_back("level " + std::to_string(l) + (ap_by_library ? " A P" : "") +
@@ -542,7 +541,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   for (size_t l = 0; l + 1 < levels_.size(); ++l)
     if (runs_fused(levels_[l])) fused_levels += (fused_levels.empty() ? "" : ", ") + std::to_string(l);
   if (!fused_levels.empty()) report_.detail += "; the steps after the first fused into the product on level(s) " + fused_levels;
-  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept, its products' shapes reused";
+  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept, its products' and transposes' shapes reused";
   if (ranks) {
     size_t split = 0;
     while (split < levels_.size() && levels_[split].dist) ++split;
@@ -627,6 +626,45 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
   }
   bytes += 8.0 * coarse_rows_ * coarse_rows_ + 16.0 * coarse_rows_ * k;
   return bytes;
+}
+
+// The launches of cycle() and apply_polynomial() in order, each with the bytes it moves (k columns): the copy of
+// b into res (16 B a row), a product with beta = 1 (its bytes and res read: 8 B a row), Chebyshev's first step
+// (scale and res read, d and x written: 32 B a row; 40 with x read after the coarse correction), a later step
+// apart (its product, then 48 B a row) or fused (its product and 40 B a row in one launch), R, P with beta = 1,
+// and the coarsest level's dense product.
+std::vector<double> AmgPreconditioner::bytes_per_launch(int k) const {
+  std::vector<double> launches;
+  std::function<void(size_t)> level = [&](size_t l) {
+    if (l + 1 == levels_.size()) {
+      launches.push_back(8.0 * coarse_rows_ * coarse_rows_ + 16.0 * coarse_rows_ * k);
+      return;
+    }
+    const Level& L = levels_[l];
+    const double a = L.op->bytes_per_apply(k), nk = double(L.a->rows) * k;
+    const bool steps_fused = k == 1 && runs_fused(L);
+    auto smooth = [&](bool x_is_zero) {
+      launches.push_back(16 * nk);                           // res = b
+      if (!x_is_zero) launches.push_back(a + 8 * nk);        // res -= A x
+      launches.push_back((x_is_zero ? 32 : 40) * nk);        // the first step
+      for (int i = 1; i < L.smoother.size(); ++i) {
+        if (steps_fused) {
+          launches.push_back(a + 40 * nk);                   // res -= A d; d' = c1 d + c2 S res; x += d'
+        } else {
+          launches.push_back(a + 8 * nk);                    // res -= A d
+          launches.push_back(48 * nk);                       // d' = c1 d + c2 S res; x += d'
+        }
+      }
+    };
+    smooth(true);
+    launches.push_back(16 * nk), launches.push_back(a + 8 * nk);  // res = b - A x
+    launches.push_back(L.r->bytes_per_apply(k));                  // b_c = R res
+    level(l + 1);
+    launches.push_back(L.p->bytes_per_apply(k) + 8 * nk);         // x += P x_c
+    smooth(false);
+  };
+  if (!levels_.empty()) level(0);
+  return launches;
 }
 
 }  // namespace

@@ -318,7 +318,7 @@ class BlockCg {
   // The running columns go on as independent CG recurrences (multi-cg) from the current X; their statuses and
   // iteration counts (it + multi-cg's) come from that solve.
   void fall_back(const std::string& reason) {
-    res_.fallback_reason = reason;
+    res_.fallback_reason = reason + "; finished by multi-cg";
     pay_x();
     const std::vector<int> cols = active_columns();
     const int a = static_cast<int>(cols.size());

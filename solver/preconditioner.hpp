@@ -32,6 +32,9 @@ class PreconditionerOp {
   virtual const double* inverse_diagonal() const { return nullptr; }
   // Device bytes one apply moves at width k (the kernel table's bandwidth column).
   virtual double bytes_per_apply(int k) const = 0;
+  // The bytes of each launch of one apply, in order (spcg bench's floor of moving them in as many launches at their
+  // sizes, ramps and tails included): one launch unless the preconditioner says otherwise.
+  virtual std::vector<double> bytes_per_launch(int k) const { return {bytes_per_apply(k)}; }
   const PreconditionerReport& report() const { return report_; }
   void set_reason(std::string reason) { report_.reason = std::move(reason); }  // auto's
   int64_t rows() const { return rows_; }

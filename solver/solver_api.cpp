@@ -337,6 +337,8 @@ struct Solver::Impl {
     const auto t_connect = std::chrono::steady_clock::now();
     if (rank_op) rank_op->connect(oo.expected_k);  // NCCL's channels, made now rather than in the first solve
     const double connect_ms = ms_since(t_connect);
+    // (read before the preconditioner: what it converts of the matrix, e.g. AMG's FP32 level 0, is its own)
+    std::vector<Phase> operator_share = operator_phases(matrix, local, operator_ms);
     const auto t_precond = std::chrono::steady_clock::now();
     {
       NvtxRange precond_range("preconditioner");
@@ -352,7 +354,7 @@ struct Solver::Impl {
         throw UsageError(why + " (auto's choice)");
     const auto t_precision = std::chrono::steady_clock::now();
     resolve_precision(oo);
-    phases = operator_phases(matrix, local, operator_ms);
+    phases = std::move(operator_share);
     phases[2].ms += fp32_iteration ? ms_since(t_precision) : 0.0;  // "conversion": the FP32 stripes
     if (rank_op) phases.push_back({"connect", connect_ms});
     phases.push_back({"preconditioner", precond_ms});
@@ -531,6 +533,8 @@ struct Solver::Impl {
     check_matrix(new_setup->stats(), options);
     std::unique_ptr<LinearOperator> new_op = remake_operator(*op, *new_setup, oo);
     const double operator_ms = ms_since(t_op);
+    // (read before the preconditioner: what it converts of the new matrix, e.g. AMG's FP32 level 0, is its own)
+    std::vector<Phase> ph = operator_phases(*new_setup, *new_op, operator_ms);
     const auto t_precond = std::chrono::steady_clock::now();
     std::unique_ptr<PreconditionerOp> new_precond;
     if (precond) {
@@ -540,12 +544,17 @@ struct Solver::Impl {
       new_precond = update_preconditioner(*precond, options.precond_options, in);
     }
     const double precond_ms = ms_since(t_precond);
-    std::vector<Phase> ph = operator_phases(*new_setup, *new_op, operator_ms);
     ph.front().ms += copy_ms;
     if (check_ms > 0) ph.insert(ph.begin(), {"pattern check", check_ms});
     ph.push_back({"preconditioner", precond_ms});
-    // the FP32 copy of the new values (auto: are they FP32 numbers?), made before anything is swapped
+    // the FP32 copy of the new values (auto: are they FP32 numbers?), made before anything is swapped; the FP32
+    // stripes counted with the conversion, as in the setup
+    const auto t_precision = std::chrono::steady_clock::now();
     PrecisionChoice new_precision = choose_precision(*new_op, new_precond.get(), *new_setup, oo);
+    if (new_precision.precision == Precision::mixed && !new_precision.hierarchy_only)
+      for (Phase& phase : ph)
+        if (phase.name == "conversion") phase.ms += ms_since(t_precision);
+    const auto t_release = std::chrono::steady_clock::now();
     iteration32 = nullptr;
     precond.reset();  // it may hold a reference to the old operator
     op32.reset();
@@ -560,6 +569,9 @@ struct Solver::Impl {
     // The CSR and layouts no one holds go, as after the setup; what the old setup let go stays in the pool,
     // where the next update's allocations of the same sizes find it (a new pool allocation costs 0.08-0.31 ms)
     setup->release_unheld();
+    // what letting the old values go took: their page locks (an unlock of 448 MB takes ~10 ms) and the memory the
+    // new setup does not hold
+    ph.push_back({"release", ms_since(t_release)});
     ph.push_back({std::string(kUpdateTotalPhase), ms_since(t_call)});
     update_phases = std::move(ph);
     ++updates;
@@ -616,6 +628,7 @@ struct Solver::Impl {
       if (iteration32) {  // the iteration's products on the FP32 copy, the true residual on op
         const MixedPrecisionOperator mixed(*op, *iteration32, op32_exact);
         r = ::spcg::solve(options.solver, mixed, m, B, X, iteration_options());
+        if (!op32_exact) finish_stalled_columns_in_fp64(m, B, X, r);
       } else {
         r = ::spcg::solve(options.solver, *op, m, B, X, iteration_options());
       }
@@ -623,6 +636,53 @@ struct Solver::Impl {
     if (options.profile_solves) CHECK_CUDA(cudaProfilerStop());
     r.vectors_ms = vectors_ms;
     return r;
+  }
+
+  // Mixed precision's fallback: FP32 values (rounded: not A's own) that stalled above the tolerance -- a column
+  // stagnated or broke down, restarts from its true residual making no progress (the rounded copy's smallest
+  // eigenvalues too far from A's: kappa x 2^-24 near 1 or more) -- go on from where they stopped with A's FP64
+  // values, within what is left of the iteration limit; the result says so (fallback_columns, fallback_reason) and
+  // counts both parts' iterations and time. (A breakdown of A's own meets A again, and stays one.)
+  void finish_stalled_columns_in_fp64(const PreconditionerOp* m, const DeviceBlock& B, DeviceBlock& X, SolveResult& r) {
+    int stalled = 0, most_used = 0;
+    double worst = 0;
+    auto stalled_in_fp32 = [](const ColumnResult& c) {
+      return c.status == ColumnStatus::stagnated || c.status == ColumnStatus::breakdown;
+    };
+    for (const ColumnResult& c : r.columns) {
+      if (!stalled_in_fp32(c)) continue;
+      ++stalled;
+      most_used = std::max(most_used, c.iterations);
+      worst = std::max(worst, c.b_norm > 0 ? c.true_residual / c.b_norm : c.true_residual);
+    }
+    if (stalled == 0) return;
+    // a stalled iterate farther from x than 0 is (a restart that multiplied its error) starts from 0 instead
+    for (size_t j = 0; j < r.columns.size(); ++j) {
+      const ColumnResult& c = r.columns[j];
+      if (stalled_in_fp32(c) && !(c.true_residual < c.b_norm) && X.rows > 0)
+        CHECK_CUDA(cudaMemset2DAsync(X.data() + j, sizeof(double) * X.cols, 0, sizeof(double), static_cast<size_t>(X.rows), 0));
+    }
+    CHECK_CUDA(cudaStreamSynchronize(0));  // (before the solver's own stream reads X)
+    SolveOptions o = iteration_options();
+    o.stop.max_iterations = std::max(1, o.stop.max_iterations - most_used);
+    SolveResult fp64 = ::spcg::solve(options.solver, *op, m, B, X, o);  // X: each column's last iterate
+    char why[200];
+    std::snprintf(why, sizeof why,
+                  "the FP32 copy of A stalled at ||b-Ax||/||b|| = %.3g, above the tolerance %.3g; finished with A's "
+                  "FP64 values", worst, o.stop.rtol);
+    for (size_t j = 0; j < r.columns.size(); ++j) {
+      ColumnResult& c = r.columns[j];
+      const ColumnResult& d = fp64.columns[j];
+      if (!stalled_in_fp32(c)) continue;
+      const int before = c.iterations;
+      c = d;
+      c.iterations += before;
+    }
+    r.fallback_reason = r.fallback_columns > 0 ? r.fallback_reason + "; then " + why : std::string(why);
+    r.fallback_columns += stalled;
+    r.solve_ms += fp64.solve_ms;
+    r.operator_applies += fp64.operator_applies, r.operator_columns += fp64.operator_columns;
+    r.residual_replacements += fp64.residual_replacements;
   }
 
   // Eigen's CG on the host, each column's verdict by the Monitor's rule on Eigen's own residual.

@@ -230,6 +230,8 @@ TEST(Cli, SolveOptionChecksAreOneLineUsageErrors) {
   expect_one_line("solve --vector-ops scalar" + host, 2, "--vector-ops must be");
   expect_one_line("solve --timing always" + host, 2, "--timing must be");
   expect_one_line("solve --graph maybe" + host, 2, "--graph must be");
+  expect_one_line("solve --precision maybe" + host, 2, "--precision must be auto, double or mixed, got 'maybe'");
+  expect_one_line("solve --precision mixed" + host, 2, "--precision mixed needs the GPU backend (Eigen's CG is FP64)");
   expect_one_line("solve --amg-prolongator cubic" + host, 2, "--amg-prolongator must be");
   expect_one_line("solve --gpus 0" + host, 2, "--gpus must be between 1 and 1024");
   expect_one_line("solve --gpus 1025" + host, 2, "--gpus must be between 1 and 1024");
@@ -963,6 +965,25 @@ TEST(Cli, SeveralGpus) {
 
 // --smoothing-apart runs AMG's smoothing steps apart from the DIA product: the same bits as fused (the
 // deterministic checksum), and the report names the fused level only where they were fused.
+// --precision on the GPU: auto takes FP32 values where they are FP32 numbers and says so on the report's
+// precision line; double asked for stays double; mixed on values that are not FP32 numbers iterates on their
+// rounding and still reaches the tolerance by the FP64 residual.
+TEST(Cli, GpuPrecisionOptionAndItsReportLine) {
+  SPCG_REQUIRE_GPU();
+  const std::string solve = "solve --generate poisson3d:40 --precond jacobi --kernel dia --tol 1e-10";
+  const Outcome autos = run(solve), fp64 = run(solve + " --precision double");
+  const Outcome jump = run("solve --generate jump3d:16 --precond jacobi --kernel dia --tol 1e-10 --precision mixed");
+  ASSERT_EQ(autos.code, 0) << autos.output;
+  ASSERT_EQ(fp64.code, 0) << fp64.output;
+  ASSERT_EQ(jump.code, 0) << jump.output;
+  EXPECT_NE(autos.output.find("precision   mixed: "), std::string::npos) << autos.output;
+  EXPECT_NE(autos.output.find("every value is an FP32 number"), std::string::npos) << autos.output;
+  EXPECT_NE(fp64.output.find("precision   double"), std::string::npos) << fp64.output;
+  EXPECT_NE(jump.output.find("precision   mixed: asked: dia-f32 in the iteration, the FP64 residual judging it"), std::string::npos)
+      << jump.output;
+  EXPECT_NE(jump.output.find("status: converged"), std::string::npos) << jump.output;
+}
+
 TEST(Cli, GpuSmoothingApartKeepsTheBits) {
   SPCG_REQUIRE_GPU();
   const std::string solve = "solve --generate poisson3d:40 --kernel dia --precond amg --tol 1e-10 --deterministic";
@@ -1062,6 +1083,12 @@ TEST(Cli, GpuBenchmarksRunEveryHarness) {
     const std::string j = read_text(json);
     for (const char* what : {"poisson2d:48", "powerlaw:400", "csr-scalar", "copy_bandwidth_gbs"})
       EXPECT_NE(j.find(what), std::string::npos) << what << "\n" << j.substr(0, 400);
+    // dia's own bytes on the stencil (its half of the stripes) are fewer than the CSR model counts
+    const size_t dia = j.find("\"kernel\":\"dia\"");
+    ASSERT_NE(dia, std::string::npos) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "own_model_gbs", dia), 0.0) << j.substr(dia, 400);
+    EXPECT_LT(json_number(j, "own_model_gbs", dia), json_number(j, "csr_model_gbs", dia)) << j.substr(dia, 400);
+    EXPECT_GT(json_number(j, "own_vs_same_size_copy", dia), 0.0) << j.substr(dia, 400);
   }
   {
     const Outcome o = run("bench spmm --k 1,4 --kernels spmm-cwm,spmm-naive" + common);
@@ -1071,9 +1098,18 @@ TEST(Cli, GpuBenchmarksRunEveryHarness) {
   {
     const Outcome o = run("bench cg" + common);
     ASSERT_EQ(o.code, 0) << o.output;
+    const double rel = json_number(read_text(json), "relative_true_residual", 0);
+    EXPECT_LE(rel, 1e-7) << read_text(json).substr(0, 400);
+    // dia's own bytes on the stencil (its half of the stripes) below the CSR model's: the lower floor
+    const Outcome d = run("bench cg --kernel dia --matrices poisson2d:48 --no-files --output " + json);
+    ASSERT_EQ(d.code, 0) << d.output;
     const std::string j = read_text(json);
-    const double rel = json_number(j, "relative_true_residual", 0);
-    EXPECT_LE(rel, 1e-7) << j.substr(0, 400);
+    EXPECT_NE(j.find("\"kernel\":\"dia"), std::string::npos) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "own_bytes_floor_us", 0), 0.0) << j.substr(0, 600);
+    EXPECT_LT(json_number(j, "own_bytes_floor_us", 0), json_number(j, "fused_floor_us", 0)) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "ratio_to_own_bytes_floor", 0), json_number(j, "ratio_to_floor", 0)) << j.substr(0, 600);
+    // the iteration's passes as copies of as many bytes: measured, and slower than the bandwidth says
+    EXPECT_GT(json_number(j, "passes_as_copies_us", 0), json_number(j, "own_bytes_floor_us", 0)) << j.substr(0, 600);
   }
   {
     const Outcome o = run("bench block-cg --k 4" + common);
@@ -1092,6 +1128,12 @@ TEST(Cli, GpuBenchmarksRunEveryHarness) {
     EXPECT_NE(j.find("\"smoothing_steps\":\"apart\""), std::string::npos) << j.substr(0, 600);
     EXPECT_GT(json_number(j, "model_bytes", 0), 0.0) << j.substr(0, 600);
     EXPECT_GT(json_number(j, "us_per_cycle", 0), 0.0) << j.substr(0, 600);
+    EXPECT_NEAR(json_number(j, "ratio_to_floor", 0), json_number(j, "us_per_cycle", 0) / json_number(j, "floor_us", 0), 1e-6)
+        << j.substr(0, 600);
+    // its launches as copies: at least a launch a level, slower than the bandwidth alone, a PCG iteration more
+    EXPECT_GE(json_number(j, "launches", 0), json_number(j, "levels", 0)) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "launches_as_copies_us", 0), json_number(j, "floor_us", 0)) << j.substr(0, 600);
+    EXPECT_GT(json_number(j, "pcg_iteration_as_copies_us", 0), json_number(j, "launches_as_copies_us", 0)) << j.substr(0, 600);
   }
 }
 

@@ -234,8 +234,9 @@ TEST_F(GpuPrecond, GalerkinProductEqualsEigen) {
 
 // The row-wise product on rows of every width: an arrow matrix's dense rows have more distinct columns in
 // A A than the kernel takes (the whole product then goes to cuSPARSE, flagged); narrower ones stay ours. Each
-// equals Eigen's A A (scaled, plus E), and two runs give the same bits; the shape learned by the first makes a
-// product of new values on the same pattern with the fill pass alone, bit for bit the whole product's.
+// equals Eigen's A A (scaled, plus E), and two runs give the same bits. The shape the first learns makes products
+// of new values on the same pattern -- the fill pass alone, then (the columns learned) the values alone -- bit for
+// bit the whole product's; the transpose's learned order gathers new values into the whole transpose's bits.
 TEST_F(GpuPrecond, RowProductOnWideAndNarrowRows) {
   for (const int32_t n : {1, 7, 200, 700}) {
     std::vector<int32_t> ti, tj;
@@ -257,21 +258,45 @@ TEST_F(GpuPrecond, RowProductOnWideAndNarrowRows) {
     const CsrMatrix again = download_csr(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0));
     EXPECT_EQ(by_cusparse, n > RowProductTuning::kMaxColumns) << what;
     EXPECT_EQ(shape.lanes > 0, !by_cusparse) << what << ": cuSPARSE's product leaves no shape";
+    EXPECT_FALSE(shape.col_idx) << what << ": a whole product learns the offsets alone";
     if (shape.lanes > 0) {
-      // new values on the same patterns: the fill pass alone, on the kept shape, gives the whole product's bits
+      // new values on the same patterns, twice: the fill pass alone (learning the columns), then the values alone
       CsrMatrix b = a;
-      for (size_t q = 0; q < b.values.size(); ++q) b.values[q] *= 1.0 + 0.37 * double(q % 11);
-      const auto db = upload_csr_shared(b);
-      const DeviceArray<double> bdinv = checked_inverse_diagonal(*db, what, "test", 0);
-      const CsrMatrix whole = download_csr(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0));
-      const CsrMatrix filled = download_csr(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0, nullptr, nullptr, &shape));
-      EXPECT_EQ(filled.row_ptr, whole.row_ptr) << what;
-      EXPECT_EQ(filled.col_idx, whole.col_idx) << what;
-      ASSERT_EQ(filled.values.size(), whole.values.size()) << what;
-      EXPECT_EQ(0, std::memcmp(filled.values.data(), whole.values.data(), sizeof(double) * whole.values.size())) << what;
+      for (int step = 1; step <= 2; ++step) {
+        const std::string at = what + ", update " + std::to_string(step);
+        for (size_t q = 0; q < b.values.size(); ++q) b.values[q] *= 1.0 + 0.37 * double((q + step) % 11);
+        const auto db = upload_csr_shared(b);
+        const DeviceArray<double> bdinv = checked_inverse_diagonal(*db, what, "test", 0);
+        const CsrMatrix whole = download_csr(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0));
+        const bool values_alone = shape.col_idx != nullptr;
+        EXPECT_EQ(values_alone, step == 2) << at;
+        const CsrMatrix kept = download_csr(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0, nullptr, &shape));
+        EXPECT_TRUE(shape.col_idx) << at << ": the fill pass learns the columns";
+        EXPECT_EQ(kept.row_ptr, whole.row_ptr) << at;
+        EXPECT_EQ(kept.col_idx, whole.col_idx) << at;
+        ASSERT_EQ(kept.values.size(), whole.values.size()) << at;
+        EXPECT_EQ(0, std::memcmp(kept.values.data(), whole.values.data(), sizeof(double) * whole.values.size())) << at;
+      }
       RowProductShape other = shape;  // a shape of another product (one row fewer) is refused
       other.row_ptr = std::make_shared<DeviceArray<int32_t>>(shape.row_ptr->size() - 1, "test");
-      EXPECT_THROW(row_product(*db, *db, db.get(), bdinv.data(), -0.5, 0, nullptr, nullptr, &other), Error) << what;
+      EXPECT_THROW(row_product(*d, *d, d.get(), dinv.data(), -0.5, 0, nullptr, &other), Error) << what;
+    }
+    {  // the transpose: learned, then new values gathered through the kept order
+      TransposeShape ts;
+      const CsrMatrix t = download_csr(transpose(*d, 0, &ts));
+      EXPECT_EQ(download_csr(transpose(*d, 0)).values, t.values) << what;
+      ASSERT_TRUE(ts.order) << what;
+      CsrMatrix b = a;
+      for (size_t q = 0; q < b.values.size(); ++q) b.values[q] = 1.0 + double(q);  // each entry its own value
+      const auto db = upload_csr_shared(b);
+      const CsrMatrix whole = download_csr(transpose(*db, 0));
+      const CsrMatrix gathered = download_csr(transpose(*db, 0, &ts));
+      EXPECT_EQ(gathered.row_ptr, whole.row_ptr) << what;
+      EXPECT_EQ(gathered.col_idx, whole.col_idx) << what;
+      EXPECT_EQ(gathered.values, whole.values) << what;
+      EXPECT_LE((dense(gathered) - dense(b).transpose()).cwiseAbs().maxCoeff(), 0.0) << what;
+      const auto wider = upload_csr_shared(generate("poisson2d:9"));  // another matrix's pattern is refused
+      EXPECT_THROW(transpose(*wider, 0, &ts), Error) << what;
     }
     EXPECT_TRUE(columns_sorted(c)) << what;
     EXPECT_EQ(c.col_idx, again.col_idx) << what;
@@ -582,8 +607,8 @@ TEST_F(GpuPrecond, PlantedFailuresReportTheirStatus) {
         for (double v : x.data) ASSERT_TRUE(std::isfinite(v)) << what << ": x not written or not finite";
         if (solver == SolverKind::block_cg) {
           EXPECT_EQ(r.fallback_columns, 2) << what;
-          EXPECT_TRUE(r.fallback_reason == "W'AW of the block is not positive definite" ||
-                      r.fallback_reason == "P'AP of the block lost positive definiteness")
+          EXPECT_TRUE(r.fallback_reason == "W'AW of the block is not positive definite; finished by multi-cg" ||
+                      r.fallback_reason == "P'AP of the block lost positive definiteness; finished by multi-cg")
               << what << ": " << r.fallback_reason;
         }
       }

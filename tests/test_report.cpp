@@ -127,7 +127,7 @@ spcg::SolveReport full_report() {
   pc.operator_complexity = 1.146, pc.grid_complexity = 1.037;
   spcg::SolveResult& s = r.result;
   s.solver = "block-cg", s.solve_ms = 12.5, s.timing_overhead_ms = 0.25, s.operator_applies = 40, s.operator_columns = 110;
-  s.used_graph = true, s.fallback_columns = 2, s.fallback_reason = "no progress in 200 iterations";
+  s.used_graph = true, s.fallback_columns = 2, s.fallback_reason = "no progress in 200 iterations; finished by multi-cg";
   s.kernels = {{"spmm dia", 40, 10.0, 1e6, 4e7}, {"allreduce", 80, 0.0, 0, 0}};
   s.columns = {{spcg::ColumnStatus::converged, 30, 512.0, 1e-6, 2e-6},
                {spcg::ColumnStatus::max_iterations, 200, 0.0, 3.0, std::numeric_limits<double>::infinity()},
@@ -163,7 +163,7 @@ TEST(Report, TableHasEverySection) {
            "            auto: 262144 rows >= 100000", "            level        rows          nnz   kernel",
            "                2         120        14400   dense", "operator complexity 1.146, grid complexity 1.037",
            "reader      2.5 MB on 4 thread(s), read, two passes: load 1.5, parse 2.5, build 3.5 ms",
-           "fallback    no progress in 200 iterations; 2 column(s) finished by multi-cg", "phase (rank 0)",
+           "fallback    2 column(s): no progress in 200 iterations; finished by multi-cg", "phase (rank 0)",
            "  start (CUDA + NCCL, overlapped)", "rank        rows          nnz", "     1     131072       905216",
            "communication: 40 halo exchanges, 2.500 MB sent by all ranks, 1.000 ms on the slowest rank's exchange stream",
            "; 91 sums over ranks, 0.500 ms on the slowest rank", "  spmm dia                  40     10.000     80.0%     250.00      4.0",
@@ -204,7 +204,7 @@ TEST(Report, JsonIsValidAndHasEveryField) {
   for (const char* text : {
            "\"matrix\":\"poisson3d:64\"", "\"rows\":262144", "\"nrhs\":3", "\"kernel_reason\":\"banded: \\\"DIA\\\" wins\"",
            "\"cuda_graph\":true", "\"persistent_kernel\":false", "\"fallback_columns\":2",
-           "\"fallback_reason\":\"no progress in 200 iterations\"",
+           "\"fallback_reason\":\"no progress in 200 iterations; finished by multi-cg\"",
            "\"reader\":{\"threads\":4,\"access\":\"read\",\"method\":\"two passes\",\"text_bytes\":2500000",
            "\"preconditioner\":{\"kind\":\"amg\",\"detail\":\"3 levels\",\"reason\":\"262144 rows >= 100000\",\"setup_ms\":4",
            "\"phases\":[{\"name\":\"aggregate\",\"ms\":1.25},{\"name\":\"galerkin\",\"ms\":2.5}]",

@@ -715,7 +715,7 @@ TEST_F(GpuSolver, NegativeDefiniteBreaksDownAtTheFirstStepOnEveryPath) {
     for (size_t e = 0; e < x0.data.size(); ++e) ASSERT_EQ(r.x.data[e], x0.data[e]) << p.name << ": X moved at entry " << e;
     if (p.solver == "block-cg") {
       EXPECT_EQ(r.result.fallback_columns, 3);
-      EXPECT_EQ(r.result.fallback_reason, "W'AW of the block is not positive definite");
+      EXPECT_EQ(r.result.fallback_reason, "W'AW of the block is not positive definite; finished by multi-cg");
     }
     if (p.persistent == Switch::on) EXPECT_TRUE(r.result.used_persistent) << p.name;
   }
@@ -1099,6 +1099,80 @@ TEST_F(GpuSolver, MixedPrecisionLosesNothingOnFp32ValuesAndReachesTheFp64Residua
         << name_of(pc);
     // the FP32 values' recurrence stalls near their rounding: the FP64 residual was put back on the way
     EXPECT_GE(r.residual_replacements, 1) << name_of(pc);
+  }
+}
+
+// Where FP32 values cannot reach the tolerance, mixed precision says so and finishes in FP64. A 64 x 64 grid's
+// Laplacian with natural boundaries (singular: the constant vector) plus delta I, delta = 1.4e-7: the interior's
+// 4 + delta rounds to 4 in FP32 while the boundary's 2 + delta and 3 + delta round up, so the FP32 copy's smallest
+// eigenvalue (the constant vector's, ~1.5e-8) is a tenth of A's: every restart from the true residual multiplies
+// that component's error by ~9 and the FP32 iteration stalls. The column goes on with A's values, converged by
+// the host's ||b - A x||, the fallback reported with its reason.
+TEST_F(GpuSolver, MixedPrecisionFallsBackToFp64WhereFp32CannotReachTheTolerance) {
+  const int32_t side = 64, n = side * side;
+  const double delta = 1.4e-7;
+  std::vector<int32_t> ti, tj;
+  std::vector<double> tv;
+  for (int32_t y = 0; y < side; ++y)
+    for (int32_t x = 0; x < side; ++x) {
+      const int32_t i = y * side + x;
+      int degree = 0;
+      auto link = [&](int32_t xx, int32_t yy) {
+        if (xx < 0 || xx >= side || yy < 0 || yy >= side) return;
+        ti.push_back(i), tj.push_back(yy * side + xx), tv.push_back(-1.0);
+        ++degree;
+      };
+      link(x - 1, y), link(x + 1, y), link(x, y - 1), link(x, y + 1);
+      ti.push_back(i), tj.push_back(i), tv.push_back(degree + delta);
+    }
+  const CsrMatrix a = csr_from_triplets(n, n, ti, tj, tv);
+  const DenseBlock b = make_rhs("random", n, 1, 87);
+  for (const Precision p : {Precision::double_precision, Precision::mixed}) {
+    SolverOptions o;
+    o.kernel = "dia", o.precision = p, o.precond = Preconditioner::jacobi;
+    o.iteration.stop = {1e-8, 0, 20000};
+    o.iteration.persistent = Switch::off;
+    Solver s(CsrMatrix(a), o);
+    DenseBlock x(n, 1, std::numeric_limits<double>::quiet_NaN());
+    const SolveResult r = s.solve(RhsKind::random, 1, 87, x);
+    const std::string what = name_of(p);
+    ASSERT_EQ(r.columns[0].status, ColumnStatus::converged) << what << ": " << to_string(r.columns[0].status);
+    EXPECT_LE(relative_residuals(a, x, b)[0], 1e-8 + 2 * spcg::test::residual_rounding(a, x, b)[0] / r.columns[0].b_norm)
+        << what;
+    if (p == Precision::double_precision) {
+      EXPECT_EQ(r.fallback_columns, 0) << what;
+      continue;
+    }
+    EXPECT_EQ(s.precision(), Precision::mixed) << s.precision_reason();
+    EXPECT_EQ(r.fallback_columns, 1) << "the FP32 copy reached the tolerance: the test's matrix no longer stalls it";
+    EXPECT_NE(r.fallback_reason.find("the FP32 copy of A stalled"), std::string::npos) << r.fallback_reason;
+    EXPECT_NE(r.fallback_reason.find("finished with A's FP64 values"), std::string::npos) << r.fallback_reason;
+    EXPECT_LE(r.columns[0].iterations, o.iteration.stop.max_iterations) << "both parts within the iteration limit";
+  }
+}
+
+// Mixed precision on every test file to rtol 1e-10 (Jacobi, csr-vector): converged by the host's ||b - A x||,
+// on the FP32 copy with the FP64 residual putting it right, or -- where the copy stalls -- finished in FP64 with
+// the reason said.
+TEST_F(GpuSolver, MixedPrecisionReachesTheTightToleranceOnEveryTestFile) {
+  for (const char* file : {"bcsstk01.mtx", "bcsstk21.mtx", "fv1.mtx", "lap2D_5pt_n100.mtx", "nos4.mtx", "nos6.mtx"}) {
+    const CsrMatrix a = read_matrix_market(spcg::test::input(file)).matrix;
+    SolverOptions o;
+    o.kernel = "csr-vector", o.precision = Precision::mixed, o.precond = Preconditioner::jacobi;
+    o.iteration.stop = {1e-10, 0, 100 * a.rows};
+    o.iteration.persistent = Switch::off;
+    Solver s(CsrMatrix(a), o);
+    DenseBlock x(a.rows, 1, std::numeric_limits<double>::quiet_NaN());
+    const SolveResult r = s.solve(RhsKind::random, 1, 89, x);
+    const DenseBlock b = make_rhs("random", a.rows, 1, 89);
+    ASSERT_EQ(s.precision(), Precision::mixed) << file << ": " << s.precision_reason();
+    ASSERT_EQ(r.columns[0].status, ColumnStatus::converged) << file << ": " << to_string(r.columns[0].status);
+    EXPECT_LE(relative_residuals(a, x, b)[0], 1e-10 + 2 * spcg::test::residual_rounding(a, x, b)[0] / r.columns[0].b_norm)
+        << file;
+    if (r.fallback_columns > 0)
+      EXPECT_NE(r.fallback_reason.find("the FP32 copy of A stalled"), std::string::npos) << file << ": " << r.fallback_reason;
+    std::printf("  %s: %d iterations, %d restart(s)%s\n", file, r.columns[0].iterations, r.residual_replacements,
+                r.fallback_columns > 0 ? ", finished in FP64" : "");
   }
 }
 

@@ -205,7 +205,8 @@ SolverOptions gpu_options(Preconditioner m, const std::string& kernel, SolverKin
 }
 
 // For every preconditioner and kernel: update + solve gives a fresh setup's solution bit for bit (deterministic
-// mode), the kernel and the preconditioner's kind and levels are kept.
+// mode), the kernel and the preconditioner's kind and levels are kept, the precision chosen as a fresh setup
+// chooses it; a second update (back to the first values) gives the first setup's answer again.
 TEST_F(GpuUpdate, EqualsAFreshSetupForEveryPreconditionerAndKernel) {
   const Preconditioner preconditioners[] = {Preconditioner::none, Preconditioner::jacobi, Preconditioner::block_jacobi,
                                             Preconditioner::chebyshev, Preconditioner::amg};
@@ -234,6 +235,15 @@ TEST_F(GpuUpdate, EqualsAFreshSetupForEveryPreconditionerAndKernel) {
         }
         const std::vector<double> rel = relative_residuals(p.next, x_new, random_block(p.next.rows, 1, 11));
         EXPECT_LE(rel[0], 20 * 1e-9) << what;
+        // the precision is chosen again on the new values, as a fresh setup chooses it
+        EXPECT_EQ(updated.precision(), fresh.precision()) << what;
+        EXPECT_EQ(updated.precision_reason(), fresh.precision_reason()) << what;
+        // a second update, back to the first values: AMG's products now make their values alone on the columns
+        // the first update kept, and R = P' gathers through its kept order
+        updated.update_values(p.first);
+        Solver first(p.first, o);
+        EXPECT_TRUE(bitwise_equal(solve_random(updated, 1, 11), solve_random(first, 1, 11))) << what << ", second update";
+        EXPECT_TRUE(bitwise_equal(solve_random(updated, 1, 11), x_old)) << what << ", second update: the setup's answer";
       }
 }
 
@@ -376,7 +386,7 @@ TEST_F(GpuUpdate, PhasesOfTheUpdateApartFromTheSetup) {
   s.update_values(perturbed(a));
   EXPECT_EQ(s.setup_phases().size(), setup.size());
   const std::vector<Phase>& u = s.update_phases();
-  for (const char* name : {"pattern check", "upload", "statistics", "conversion", "analysis", "preconditioner"})
+  for (const char* name : {"pattern check", "upload", "statistics", "conversion", "analysis", "preconditioner", "release"})
     EXPECT_TRUE(has_phase(u, name)) << name;
   ASSERT_FALSE(u.empty());
   EXPECT_EQ(u.back().name, kUpdateTotalPhase);

@@ -254,6 +254,13 @@ __global__ void transpose_gather_kernel(int32_t nnz, const int32_t* __restrict__
   t_val[k] = v[p];
 }
 
+// out[k] = v[from[k]]: a kept transpose's new values
+__global__ void gather_kernel(int64_t nnz, const int32_t* __restrict__ from, const double* __restrict__ v,
+                              double* __restrict__ out) {
+  const int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (k < nnz) out[k] = v[from[k]];
+}
+
 __global__ void csr_to_dense_kernel(int32_t n, const int32_t* __restrict__ rp, const int32_t* __restrict__ ci,
                                     const double* __restrict__ v, double* __restrict__ out) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -273,6 +280,114 @@ __global__ void dense_apply_kernel(int32_t n, int k, const double* __restrict__ 
     s = dev::warp_sum(s);
     if (lane == 0) z[warp * k + j] = s;
   }
+}
+
+// A row of C = scale (A B) + E, walked by a group of G lanes: visit(active, column, product) on each chunk of G of
+// the row's products a_ij b_jc, flattened over (j, c) in the row's order (a scan of B's row lengths and a binary
+// search place them; B's values only when with_values), then on E's entries G at a time; false when visit stops
+// the walk. Every lane of the warp takes part in every step (groups of one warp that looped apart would run one
+// after another): a lane past the last row walks an empty one.
+constexpr int kInactive = -2;  // the column of a product slot past the row's end (owned columns are >= 0, unused -1)
+template <int G>
+struct RowWalk {
+  static constexpr unsigned kAll = 0xffffffffu;
+  int member;
+  int32_t a_begin, a_length, a_longest, e_begin, e_length, e_longest;
+  const int32_t *aci, *brp, *bci, *eci;
+  const double *av, *bv, *ev;
+  __device__ RowWalk(bool valid, int32_t i, int member_, const int32_t* arp, const int32_t* aci_, const double* av_,
+                     const int32_t* brp_, const int32_t* bci_, const double* bv_, const int32_t* erp,
+                     const int32_t* eci_, const double* ev_)
+      : member(member_), aci(aci_), brp(brp_), bci(bci_), eci(eci_), av(av_), bv(bv_), ev(ev_) {
+    a_begin = valid ? arp[i] : 0, a_length = valid ? arp[i + 1] - a_begin : 0;
+    a_longest = __reduce_max_sync(kAll, a_length);
+    e_begin = valid && erp ? erp[i] : 0, e_length = valid && erp ? erp[i + 1] - e_begin : 0;
+    e_longest = erp ? __reduce_max_sync(kAll, e_length) : 0;
+  }
+  template <class Visit>
+  __device__ bool products(bool with_values, Visit&& visit) const {
+    for (int32_t chunk = 0; chunk < a_longest; chunk += G) {
+      int32_t b_begin = 0, length = 0;
+      double a_value = 0;
+      if (chunk + member < a_length) {
+        const int32_t p = a_begin + chunk + member, j = aci[p];
+        a_value = av[p];
+        b_begin = brp[j];
+        length = brp[j + 1] - b_begin;
+      }
+      int32_t inclusive = length;
+      for (int off = 1; off < G; off *= 2) {
+        const int32_t y = __shfl_up_sync(kAll, inclusive, off, G);
+        if (member >= off) inclusive += y;
+      }
+      const int32_t exclusive = inclusive - length, total = __shfl_sync(kAll, inclusive, G - 1, G);
+      const int32_t most = __reduce_max_sync(kAll, total);
+      for (int32_t t0 = 0; t0 < most; t0 += G) {
+        const int32_t t = t0 + member;
+        int e = 0;  // the last member whose products start at or before t: t's entry of A
+        for (int step = G / 2; step > 0; step /= 2)
+          if (__shfl_sync(kAll, exclusive, e + step, G) <= t) e += step;
+        const int32_t q = __shfl_sync(kAll, b_begin, e, G) + (t - __shfl_sync(kAll, exclusive, e, G));
+        const double a_e = __shfl_sync(kAll, a_value, e, G);
+        const bool active = t < total;
+        if (!visit(active, active ? bci[q] : kInactive, active && with_values ? a_e * bv[q] : 0.0)) return false;
+      }
+    }
+    return true;
+  }
+  template <class Visit>
+  __device__ bool e_entries(Visit&& visit) const {  // (distinct columns within a row)
+    for (int32_t q0 = 0; q0 < e_longest; q0 += G) {
+      const bool active = q0 + member < e_length;
+      const int32_t q = e_begin + q0 + member;
+      if (!visit(active, active ? eci[q] : kInactive, active ? ev[q] : 0.0)) return false;
+    }
+    return true;
+  }
+};
+
+// sums[slot] += v over a whole warp, the lanes of one slot one after another in lane order (the products' order):
+// the same bits whatever the launch. slot < 0: nothing to add.
+__device__ __forceinline__ void add_in_order(double* sums, int slot, double v, int lane) {
+  constexpr unsigned kAll = 0xffffffffu;
+  unsigned peers = __match_any_sync(kAll, slot);
+  bool pending = slot >= 0;
+  while (__any_sync(kAll, pending)) {
+    if (pending && __ffs(peers) - 1 == lane) {
+      sums[slot] += v;
+      pending = false;
+    }
+    __syncwarp();
+    peers &= peers - 1;
+  }
+}
+
+// Each product of a chunk (then each entry of E), in the row's order, to the lane of the group that owns its
+// column (own[k]: the column of rank member + k G, -1 past the row's), broadcast from lane to lane: sum[k] adds
+// its column's products in the row's order.
+template <int G, int kOwned>
+__device__ __forceinline__ bool add_to_owner(const int32_t (&own)[kOwned], double (&sum)[kOwned], int32_t c, double v) {
+  for (int src = 0; src < G; ++src) {
+    const int32_t cs = __shfl_sync(0xffffffffu, c, src, G);
+    const double vs = __shfl_sync(0xffffffffu, v, src, G);
+#pragma unroll
+    for (int k = 0; k < kOwned; ++k)
+      if (own[k] == cs) sum[k] += vs;
+  }
+  return true;
+}
+
+// sum[k] = the row's C entry in column own[k]: scale times its products (in the row's order), then its E entry.
+template <int G, int kOwned>
+__device__ __forceinline__ void sum_owned_columns(const RowWalk<G>& walk, const int32_t (&own)[kOwned], double scale,
+                                                  double (&sum)[kOwned]) {
+#pragma unroll
+  for (int k = 0; k < kOwned; ++k) sum[k] = 0;
+  auto accumulate = [&](bool, int32_t c, double v) { return add_to_owner<G, kOwned>(own, sum, c, v); };
+  walk.products(true, accumulate);
+#pragma unroll
+  for (int k = 0; k < kOwned; ++k) sum[k] *= scale;  // C = scale * (A B) + E
+  walk.e_entries(accumulate);
 }
 
 // C(i, :) = scale_i sum_j a_ij B(j, :) + E(i, :), scale_i = s0 * (dinv ? dinv[i] : 1), E optional. A group of
@@ -307,7 +422,6 @@ __global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
   // rows (H100, 2026-11-25, commit 5359d60); smaller groups (short rows) broadcast each product to the lane that owns its
   // column, in registers
   constexpr bool kSlotSums = kFill && G == 32, kBroadcast = kFill && G < 32;
-  constexpr int kInactive = -2;  // a product slot past the row's end (owned columns are >= 0, unused ones -1)
   __shared__ int32_t keys_all[kGroups][kSlots + 1];  // + 1: the groups' equal slots fall in different banks
   __shared__ double sums_all[kSlotSums ? kGroups : 1][kSlotSums ? kSlots : 1];
   __shared__ int32_t list_all[kFill ? kGroups : 1][kFill ? kMaxColumns + G : 1];
@@ -347,63 +461,7 @@ __global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
     distinct += __popc((__ballot_sync(kAll, added) >> base) & group_bits);
     return slot;
   };
-  // sums[slot] += v, the lanes of one slot one after another in lane order (the products' order); G = 32 only
-  auto add_in_order = [&](int slot, double v) {
-    unsigned peers = __match_any_sync(kAll, slot);
-    bool pending = slot >= 0;
-    while (__any_sync(kAll, pending)) {
-      if (pending && __ffs(peers) - 1 == lane) {
-        sums[slot] += v;
-        pending = false;
-      }
-      __syncwarp();
-      peers &= peers - 1;
-    }
-  };
-  // visit(active, column, product) on each chunk of G of the row's products, in the row's order (B's values
-  // only when with_values); false when visit stops it
-  const int32_t a_begin = valid ? arp[i] : 0, a_length = valid ? arp[i + 1] - a_begin : 0;
-  const int32_t a_longest = __reduce_max_sync(kAll, a_length);
-  auto for_each_product = [&](bool with_values, auto&& visit) {
-    for (int32_t chunk = 0; chunk < a_longest; chunk += G) {
-      int32_t b_begin = 0, length = 0;
-      double a_value = 0;
-      if (chunk + member < a_length) {
-        const int32_t p = a_begin + chunk + member, j = aci[p];
-        a_value = av[p];
-        b_begin = brp[j];
-        length = brp[j + 1] - b_begin;
-      }
-      int32_t inclusive = length;
-      for (int off = 1; off < G; off *= 2) {
-        const int32_t y = __shfl_up_sync(kAll, inclusive, off, G);
-        if (member >= off) inclusive += y;
-      }
-      const int32_t exclusive = inclusive - length, total = __shfl_sync(kAll, inclusive, G - 1, G);
-      const int32_t most = __reduce_max_sync(kAll, total);
-      for (int32_t t0 = 0; t0 < most; t0 += G) {
-        const int32_t t = t0 + member;
-        int e = 0;  // the last member whose products start at or before t: t's entry of A
-        for (int step = G / 2; step > 0; step /= 2)
-          if (__shfl_sync(kAll, exclusive, e + step, G) <= t) e += step;
-        const int32_t q = __shfl_sync(kAll, b_begin, e, G) + (t - __shfl_sync(kAll, exclusive, e, G));
-        const double a_e = __shfl_sync(kAll, a_value, e, G);
-        const bool active = t < total;
-        if (!visit(active, active ? bci[q] : kInactive, active && with_values ? a_e * bv[q] : 0.0)) return false;
-      }
-    }
-    return true;
-  };
-  const int32_t e_begin = valid && erp ? erp[i] : 0, e_length = valid && erp ? erp[i + 1] - e_begin : 0;
-  const int32_t e_longest = erp ? __reduce_max_sync(kAll, e_length) : 0;
-  auto for_each_e = [&](auto&& visit) {  // E's entries, G at a time (distinct columns within a row)
-    for (int32_t q0 = 0; q0 < e_longest; q0 += G) {
-      const bool active = q0 + member < e_length;
-      const int32_t q = e_begin + q0 + member;
-      if (!visit(active, active ? eci[q] : kInactive, active ? ev[q] : 0.0)) return false;
-    }
-    return true;
-  };
+  const RowWalk<G> walk(valid, i, member, arp, aci, av, brp, bci, bv, erp, eci, ev);
   // pass 1 (and pass 2's first walk): the columns; too many in any group of the warp ends it (the caller
   // redoes the whole product with wider groups)
   auto insert_all = [&](bool active, int32_t c, double v) {
@@ -412,16 +470,16 @@ __global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
       if (member == 0 && distinct > kMaxColumns) *too_long = 1;
       return false;
     }
-    if constexpr (kSlotSums) add_in_order(slot, v);
+    if constexpr (kSlotSums) add_in_order(sums, slot, v, lane);
     return true;
   };
   const double scale = valid ? s0 * (dinv ? dinv[i] : 1.0) : 0.0;
-  if (!for_each_product(kSlotSums, insert_all)) return;
+  if (!walk.products(kSlotSums, insert_all)) return;
   if constexpr (kSlotSums) {  // C = scale * (A B) + E
     for (int t = member; t < kSlots; t += G) sums[t] *= scale;
     __syncwarp();
   }
-  if (!for_each_e(insert_all)) return;
+  if (!walk.e_entries(insert_all)) return;
   if constexpr (!kFill) {
     if (valid && member == 0) count[i] = distinct;
     return;
@@ -462,23 +520,8 @@ __global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
     for (int k = 0; k < kOwned; ++k) {
       const int r = member + k * G;
       own[k] = r < listed ? sorted[r] : -1;
-      sum[k] = 0;
     }
-    // each product (then each entry of E), in the row's order, to the lane that owns its column
-    auto accumulate = [&](bool, int32_t c, double v) {
-      for (int src = 0; src < G; ++src) {
-        const int32_t cs = __shfl_sync(kAll, c, src, G);
-        const double vs = __shfl_sync(kAll, v, src, G);
-#pragma unroll
-        for (int k = 0; k < kOwned; ++k)
-          if (own[k] == cs) sum[k] += vs;
-      }
-      return true;
-    };
-    for_each_product(true, accumulate);
-#pragma unroll
-    for (int k = 0; k < kOwned; ++k) sum[k] *= scale;  // C = scale * (A B) + E
-    for_each_e(accumulate);
+    sum_owned_columns<G, kOwned>(walk, own, scale, sum);
     if (!valid) return;
 #pragma unroll
     for (int k = 0; k < kOwned; ++k) {
@@ -487,6 +530,79 @@ __global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
         cci[out + r] = own[k];
         cv[out + r] = sum[k];
       }
+    }
+  }
+}
+
+// The values of C on a kept shape (RowProductShape with its columns: new values on the same patterns): C's
+// offsets and sorted columns given, each product summed into its column in the row's order -- row_product_kernel's
+// fill pass without its hash, its listing and its sort, so the same bits. Whole warps find each product's column
+// by a binary search of the row's columns (shared memory) and add into a shared sum per column, the lanes of one
+// column one after another in lane order; smaller groups give lane `member` the columns of ranks member,
+// member + G, ... and broadcast each product to the group, as the fill pass does.
+template <int G>
+__global__ void __launch_bounds__(RowProductTuning::kWarpsPerBlock * 32)
+    row_product_values_kernel(int32_t n, const int32_t* __restrict__ arp, const int32_t* __restrict__ aci,
+                              const double* __restrict__ av, const int32_t* __restrict__ brp,
+                              const int32_t* __restrict__ bci, const double* __restrict__ bv,
+                              const int32_t* __restrict__ erp, const int32_t* __restrict__ eci,
+                              const double* __restrict__ ev, const double* __restrict__ dinv, double s0,
+                              const int32_t* __restrict__ crp, const int32_t* __restrict__ cci, double* __restrict__ cv) {
+  using T = RowProductTuning;
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int kRowsPerWarp = 32 / G, kGroups = T::kWarpsPerBlock * kRowsPerWarp;
+  constexpr int kMaxColumns = T::kSlotsPerLane * G / 2, kOwned = kMaxColumns / G;  // (the fill pass's)
+  constexpr bool kSlotSums = G == 32;
+  __shared__ int32_t cols_all[kSlotSums ? kGroups : 1][kSlotSums ? kMaxColumns : 1];
+  __shared__ double sums_all[kSlotSums ? kGroups : 1][kSlotSums ? kMaxColumns : 1];
+  const int lane = threadIdx.x & 31, member = lane % G, group = threadIdx.x / G;
+  const int64_t row = int64_t{blockIdx.x} * kGroups + group;
+  const bool valid = row < n;
+  if (__all_sync(kAll, !valid)) return;
+  const int32_t i = valid ? static_cast<int32_t>(row) : 0;
+  const int32_t out = valid ? crp[i] : 0, length = valid ? crp[i + 1] - out : 0;
+  const double scale = valid ? s0 * (dinv ? dinv[i] : 1.0) : 0.0;
+  const RowWalk<G> walk(valid, i, member, arp, aci, av, brp, bci, bv, erp, eci, ev);
+  if constexpr (kSlotSums) {
+    int32_t* cols = cols_all[group];
+    double* sums = sums_all[group];
+    for (int t = lane; t < length; t += G) cols[t] = cci[out + t], sums[t] = 0;
+    __syncwarp();
+    auto add = [&](bool active, int32_t c, double v) {
+      int slot = -1;
+      if (active) {  // c's rank among the row's columns (it is one of them: the same patterns)
+        int lo = 0, hi = length;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (cols[mid] < c) lo = mid + 1;
+          else hi = mid;
+        }
+        slot = lo < length && cols[lo] == c ? lo : -1;
+      }
+      add_in_order(sums, slot, v, lane);
+      return true;
+    };
+    walk.products(true, add);
+    for (int t = lane; t < length; t += G) sums[t] *= scale;  // C = scale * (A B) + E
+    __syncwarp();
+    walk.e_entries(add);
+    __syncwarp();
+    if (valid)
+      for (int t = lane; t < length; t += G) cv[out + t] = sums[t];
+  } else {
+    int32_t own[kOwned];
+    double sum[kOwned];
+#pragma unroll
+    for (int k = 0; k < kOwned; ++k) {
+      const int r = member + k * G;
+      own[k] = r < length ? cci[out + r] : -1;
+    }
+    sum_owned_columns<G, kOwned>(walk, own, scale, sum);
+    if (!valid) return;
+#pragma unroll
+    for (int k = 0; k < kOwned; ++k) {
+      const int r = member + k * G;
+      if (r < length) cv[out + r] = sum[k];
     }
   }
 }
@@ -519,6 +635,39 @@ bool row_product_pass(int group_lanes, int32_t n, const DeviceCsr& a, const Devi
   CHECK_CUDA(cudaStreamSynchronize(s));
   return !wide;
 }
+
+// The values of C on a kept shape with its columns (row_product_values_kernel), G = shape.lanes.
+void row_product_values_pass(const RowProductShape& shape, int32_t n, const DeviceCsr& a, const DeviceCsr& b,
+                             const int32_t* erp, const int32_t* eci, const double* ev, const double* dinv, double s0,
+                             DeviceCsr& c, cudaStream_t s) {
+  constexpr int kWarps = RowProductTuning::kWarpsPerBlock;
+  const int64_t rows_per_block = int64_t{kWarps} * (32 / shape.lanes);
+  const int blocks = static_cast<int>((int64_t{n} + rows_per_block - 1) / rows_per_block);
+  if (n == 0) return;
+  auto launch = [&](auto kernel) {
+    kernel<<<blocks, kWarps * 32, 0, s>>>(n, a.row_ptr.data(), a.col_idx.data(), a.values.data(), b.row_ptr.data(),
+                                         b.col_idx.data(), b.values.data(), erp, eci, ev, dinv, s0, c.row_ptr.data(),
+                                         c.col_idx.data(), c.values.data());
+  };
+  switch (shape.lanes) {
+    case 4: launch(row_product_values_kernel<4>); break;
+    case 8: launch(row_product_values_kernel<8>); break;
+    case 16: launch(row_product_values_kernel<16>); break;
+    default: launch(row_product_values_kernel<32>); break;
+  }
+  CHECK_LAUNCH("row-product-values");
+}
+
+// A device copy of `from` (D2D on s).
+template <class T>
+DeviceArray<T> device_copy(const DeviceArray<T>& from, const char* what, cudaStream_t s) {
+  DeviceArray<T> to(from.size(), what);
+  if (from.bytes()) CHECK_CUDA(cudaMemcpyAsync(to.data(), from.data(), from.bytes(), cudaMemcpyDeviceToDevice, s));
+  return to;
+}
+// Whether `bytes` more may be kept for a later update: a saving, not a need, so only where free memory holds
+// twice them.
+bool room_to_keep(size_t bytes) { return device_memory_info().free_bytes > 2 * bytes; }
 
 // v(i, :) *= s0 * (dinv ? dinv[i] : 1).
 __global__ void scale_rows_kernel(int32_t n, const int32_t* __restrict__ rp, double* __restrict__ v,
@@ -754,30 +903,37 @@ DeviceCsr tentative_prolongator(const DeviceAggregates& agg, int32_t rows, cudaS
 }
 
 DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
-                      cudaStream_t s, bool* by_cusparse, RowProductShape* learned, const RowProductShape* kept) {
+                      cudaStream_t s, bool* by_cusparse, RowProductShape* shape) {
   if (a.cols != b.rows || (e && (e->rows != a.rows || e->cols != b.cols)))
     throw Error("row_product: shapes do not match");
   if (by_cusparse) *by_cusparse = false;
-  if (learned) *learned = RowProductShape{};
   const int32_t n = a.rows;
   DeviceArray<int> flag(1, "row product flag");
   CHECK_CUDA(cudaMemsetAsync(flag.data(), 0, sizeof(int), s));
   const int32_t* erp = e ? e->row_ptr.data() : nullptr;
   const int32_t* eci = e ? e->col_idx.data() : nullptr;
   const double* ev = e ? e->values.data() : nullptr;
-  if (kept && kept->lanes > 0) {  // the shape of a product on the same patterns: the fill pass alone
-    if (!kept->row_ptr || kept->row_ptr->size() != static_cast<size_t>(n) + 1)
-      throw Error("row_product: the kept shape is of another number of rows");
+  if (shape && shape->lanes > 0) {  // a shape learned on the same patterns: no counting pass, no scan
+    if (!shape->row_ptr || shape->row_ptr->size() != static_cast<size_t>(n) + 1 ||
+        (shape->col_idx && shape->col_idx->size() != static_cast<size_t>(shape->nnz)))
+      throw Error("row_product: the kept shape is of another product");
     DeviceCsr c;
-    c.rows = n, c.cols = b.cols, c.nnz = kept->nnz;
-    c.row_ptr = DeviceArray<int32_t>(kept->row_ptr->size(), "row product");
-    CHECK_CUDA(cudaMemcpyAsync(c.row_ptr.data(), kept->row_ptr->data(), c.row_ptr.bytes(), cudaMemcpyDeviceToDevice, s));
-    c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(kept->nnz), "row product");
-    c.values = DeviceArray<double>(static_cast<size_t>(kept->nnz), "row product");
-    row_product_pass<true>(kept->lanes, n, a, b, erp, eci, ev, dinv, s0, nullptr, &c, flag.data(), s);
+    c.rows = n, c.cols = b.cols, c.nnz = shape->nnz;
+    c.row_ptr = device_copy(*shape->row_ptr, "row product", s);
+    c.values = DeviceArray<double>(static_cast<size_t>(shape->nnz), "row product");
+    if (shape->col_idx) {  // the values alone
+      c.col_idx = device_copy(*shape->col_idx, "row product", s);
+      row_product_values_pass(*shape, n, a, b, erp, eci, ev, dinv, s0, c, s);
+    } else {  // the fill pass alone; its columns kept for the next time
+      c.col_idx = DeviceArray<int32_t>(static_cast<size_t>(shape->nnz), "row product");
+      row_product_pass<true>(shape->lanes, n, a, b, erp, eci, ev, dinv, s0, nullptr, &c, flag.data(), s);
+      if (room_to_keep(c.col_idx.bytes()))
+        shape->col_idx = std::make_shared<const DeviceArray<int32_t>>(device_copy(c.col_idx, "row product shape", s));
+    }
     CHECK_CUDA(cudaStreamSynchronize(s));
     return c;
   }
+  if (shape) *shape = RowProductShape{};
   DeviceArray<int32_t> count(static_cast<size_t>(n), "row product counts");
   // the group that takes the mean row's products (at most 8 G distinct columns); a row past its group's limit
   // sends the product to whole warps (256 columns), and past that to cuSPARSE
@@ -814,18 +970,31 @@ DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e
   }
   DeviceCsr c = csr_from_counts(count.data(), n, b.cols, "row product", s);
   row_product_pass<true>(lanes, n, a, b, erp, eci, ev, dinv, s0, nullptr, &c, flag.data(), s);
-  if (learned) {
-    auto offsets = std::make_shared<DeviceArray<int32_t>>(c.row_ptr.size(), "row product shape");
-    if (c.row_ptr.bytes())
-      CHECK_CUDA(cudaMemcpyAsync(offsets->data(), c.row_ptr.data(), c.row_ptr.bytes(), cudaMemcpyDeviceToDevice, s));
-    learned->row_ptr = std::move(offsets), learned->lanes = lanes, learned->nnz = c.nnz;
+  if (shape) {
+    shape->row_ptr = std::make_shared<const DeviceArray<int32_t>>(device_copy(c.row_ptr, "row product shape", s));
+    shape->lanes = lanes, shape->nnz = c.nnz;
   }
   CHECK_CUDA(cudaStreamSynchronize(s));
   return c;
 }
 
-DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s) {
+DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s, TransposeShape* shape) {
   a.require_narrow("the transpose");  // (the sort's positions are int32)
+  if (shape && shape->order) {  // the same pattern: the kept order gathers the new values
+    if (shape->order->size() != static_cast<size_t>(a.nnz) || shape->row_ptr->size() != static_cast<size_t>(a.cols) + 1)
+      throw Error("transpose: the kept shape is of another matrix");
+    DeviceCsr t;
+    t.rows = a.cols, t.cols = a.rows, t.nnz = a.nnz;
+    t.row_ptr = device_copy(*shape->row_ptr, "transpose", s);
+    t.col_idx = device_copy(*shape->col_idx, "transpose", s);
+    t.values = DeviceArray<double>(static_cast<size_t>(a.nnz), "transpose");
+    if (a.nnz > 0) {
+      gather_kernel<<<row_blocks(a.nnz), kThreads, 0, s>>>(a.nnz, shape->order->data(), a.values.data(), t.values.data());
+      CHECK_LAUNCH("transpose-values");
+    }
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    return t;
+  }
   DeviceCsr t = empty_csr(a.cols, a.rows, a.nnz, "transpose");
   ThrustPoolAllocator scratch;
   const auto policy = thrust::cuda::par(scratch).on(s);
@@ -858,6 +1027,11 @@ DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s) {
   auto k = thrust::device_pointer_cast(key.data());
   thrust::lower_bound(policy, k, k + nnz, thrust::counting_iterator<int32_t>(0),
                       thrust::counting_iterator<int32_t>(a.cols + 1), thrust::device_pointer_cast(t.row_ptr.data()));
+  if (shape && room_to_keep(sorted.bytes() + t.col_idx.bytes() + t.row_ptr.bytes())) {
+    shape->row_ptr = std::make_shared<const DeviceArray<int32_t>>(device_copy(t.row_ptr, "transpose shape", s));
+    shape->col_idx = std::make_shared<const DeviceArray<int32_t>>(device_copy(t.col_idx, "transpose shape", s));
+    shape->order = std::make_shared<const DeviceArray<int32_t>>(std::move(sorted));
+  }
   CHECK_CUDA(cudaStreamSynchronize(s));
   return t;
 }

@@ -62,21 +62,29 @@ struct RowProductTuning {
 // sets *by_cusparse. For AMG: the smoothed prolongator P0 - omega D^-1 A P0 (s0 = -omega, E = P0), each further
 // smoothing step, and both Galerkin products A P and R (A P).
 //
-// The product's shape -- its row offsets and the lanes a row took -- depends on the patterns alone: `learned`
-// (when given) receives it, and `kept` (a shape learned on the same patterns: an update's new values) skips the
-// counting pass and the scan, the fill pass writing the same bits a whole product would. A shape from cuSPARSE's
-// fallback is empty (lanes 0): the product is made whole again.
+// The product's shape depends on the patterns alone, and `shape` (when given) learns it a step at a time. An
+// empty one (lanes 0: a setup) receives the row offsets and the lanes a row took. One with offsets (an update's
+// new values) skips the counting pass and the scan -- the fill pass alone -- and receives the columns it found.
+// One with columns too makes the values alone (no hash, each product summed into its kept column). Every step
+// writes the bits a whole product would. The columns are kept only where free memory holds twice them (a saving,
+// not a need). A product by cuSPARSE's fallback leaves the shape empty: it is made whole again next time.
 struct RowProductShape {
   std::shared_ptr<const DeviceArray<int32_t>> row_ptr;  // rows + 1 offsets
+  std::shared_ptr<const DeviceArray<int32_t>> col_idx;  // nnz columns, sorted in each row (learned by an update)
   int lanes = 0;
   int64_t nnz = 0;
 };
 DeviceCsr row_product(const DeviceCsr& a, const DeviceCsr& b, const DeviceCsr* e, const double* dinv, double s0,
-                      cudaStream_t s, bool* by_cusparse = nullptr, RowProductShape* learned = nullptr,
-                      const RowProductShape* kept = nullptr);
+                      cudaStream_t s, bool* by_cusparse = nullptr, RowProductShape* shape = nullptr);
 
-// A' (columns sorted in every row; a stable sort, so the same input gives the same bits).
-DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s);
+// A transpose's pattern-made part: its entry k is A's entry order[k], and its offsets and columns.
+struct TransposeShape {
+  std::shared_ptr<const DeviceArray<int32_t>> order, row_ptr, col_idx;
+};
+// A' (columns sorted in every row; a stable sort, so the same input gives the same bits). `shape` (when given):
+// an empty one learns the transpose's shape (where free memory holds twice it); a learned one, on the same
+// pattern, makes A' by gathering the new values through it (the same bits: a transpose only moves values).
+DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s, TransposeShape* shape = nullptr);
 // C = A B by cuSPARSE SpGEMM (deterministic algorithm; cuSPARSE is loaded on first use).
 DeviceCsr spgemm(const DeviceCsr& a, const DeviceCsr& b, cudaStream_t s);
 

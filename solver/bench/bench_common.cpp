@@ -46,6 +46,25 @@ double measure_copy_bandwidth_gbs() {
   return 2.0 * bytes / (median(ms) * 1e6);
 }
 
+// The median time of device copies of each pass's bytes (half read, half written), back to back on one stream,
+// each pass on memory of its own (no pass reads what the last left in L2).
+double copies_ms(const std::vector<double>& pass_bytes) {
+  std::vector<size_t> at{0};
+  for (double b : pass_bytes) at.push_back(at.back() + static_cast<size_t>(b / 2) / 256 * 256 + 256);
+  DeviceArray<char> from(at.back(), "copy floor"), to(at.back(), "copy floor");
+  CHECK_CUDA(cudaMemset(from.data(), 1, at.back()));
+  std::vector<double> ms;
+  for (int i = 0; i < 23; ++i) {
+    const double t = time_on_stream_ms(0, [&] {
+      for (size_t p = 0; p < pass_bytes.size(); ++p)
+        CHECK_CUDA(cudaMemcpyAsync(to.data() + at[p], from.data() + at[p], static_cast<size_t>(pass_bytes[p] / 2),
+                                   cudaMemcpyDeviceToDevice, 0));
+    });
+    if (i >= 3) ms.push_back(t);
+  }
+  return median(ms);
+}
+
 // The .mtx / .mtx.gz files of dir, sorted; none for an empty dir (no default directory was found). A directory
 // without any (../shared/matrices rather than its spd/) is a usage error: it would silently bench nothing.
 std::vector<std::string> mtx_files(const std::string& dir) {

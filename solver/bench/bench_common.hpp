@@ -18,6 +18,10 @@ std::vector<std::string> split(const std::string& comma_separated);
 double median(std::vector<double> v);
 // Device-to-device memcpy bandwidth (read + write), GB/s: the floor every figure is printed against.
 double measure_copy_bandwidth_gbs();
+// The median time (ms) of device copies of each pass's bytes (half read, half written), back to back on one stream,
+// each on memory of its own: what moving those bytes in as many launches takes at their size, ramps and tails
+// included -- the floor of a kernel (or of an iteration's passes) at its own size.
+double copies_ms(const std::vector<double>& pass_bytes);
 std::string device_name();  // with its SM count and L2 size
 int l2_bytes();
 std::vector<std::string> mtx_files(const std::string& dir);

@@ -117,8 +117,15 @@ int bench_cg(const BenchOptions& bo) {
   const double rtol = bo.rtol;
   BenchOutput out;
   out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("rtol", rtol);
-  std::printf("\n%-22s %8s %6s %6s %10s %10s %8s %10s %8s %7s %7s %s\n", "matrix", "rows", "iters", "eigen", "us/iter",
-              "floor us", "x floor", "ref us/it", "vs ref", "ref it", "true r", "kernel");
+  // Three floors an iteration: at the copy bandwidth, the CSR model's bytes (12 B an entry, 84 B a row: the
+  // product's x, y and offsets, 20 B, and the fused iteration's vector passes, 64 B) and the kernel's own bytes
+  // (DIA's stripes, SELL's padding: bytes_per_apply) with the same 64 B a row of vector passes; and, measured, the
+  // iteration's three passes (the product, update-xr's 48 B a row, update-p's 24 B) as three device copies of as
+  // many bytes back to back -- what moving those bytes in three launches takes at this size, their ramps and
+  // tails included.
+  std::printf("\n%-22s %8s %6s %6s %10s %10s %8s %10s %8s %10s %8s %10s %8s %7s %7s %s\n", "matrix", "rows", "iters",
+              "eigen", "us/iter", "floor us", "x floor", "own us", "x own", "copies us", "x copies", "ref us/it", "vs ref",
+              "ref it", "true r", "kernel");
   for (const auto& m : matrices) {
     Problem p;
     if (!load_or_skip(m, p)) continue;
@@ -143,6 +150,8 @@ int bench_cg(const BenchOptions& bo) {
     }
     const double us_iter = 1e3 * median(per_iter);
     const double floor_us = (12.0 * a.nnz() + 84.0 * a.rows) / (copy_gbs * 1e3);
+    const double own_floor_us = (op->bytes_per_apply(1) + 64.0 * a.rows) / (copy_gbs * 1e3);
+    const double copies_us = 1e3 * copies_ms({op->bytes_per_apply(1), 48.0 * a.rows, 24.0 * a.rows});
     int eigen_it = -1;
     if (a.rows < 50000) {
       DenseBlock b(a.rows, 1, 1.0);
@@ -152,14 +161,17 @@ int bench_cg(const BenchOptions& bo) {
     const ReferenceCgResult ref = reference_cusparse_cublas_cg(a, rtol, bo.max_iterations);
     const double ref_us = 1e3 * ref.ms / std::max(1, ref.iterations);
     const double rel_true = res.columns[0].true_residual / res.columns[0].b_norm;
-    std::printf("%-22s %8d %6d %6d %10.2f %10.2f %8.2f %10.2f %7.2fx %7d %7.1e %s\n", p.name.substr(0, 22).c_str(),
-                a.rows, res.columns[0].iterations, eigen_it, us_iter, floor_us, us_iter / floor_us, ref_us,
+    std::printf("%-22s %8d %6d %6d %10.2f %10.2f %8.2f %10.2f %8.2f %10.2f %8.2f %10.2f %7.2fx %7d %7.1e %s\n",
+                p.name.substr(0, 22).c_str(), a.rows, res.columns[0].iterations, eigen_it, us_iter, floor_us,
+                us_iter / floor_us, own_floor_us, us_iter / own_floor_us, copies_us, us_iter / copies_us, ref_us,
                 ref_us / us_iter, ref.iterations, rel_true,
                 (auto_choice(*op, 1) + (res.used_persistent ? " (persistent)" : "")).c_str());
     Record& row = out.add("results");
     row.kv("matrix", p.name).kv("rows", a.rows).kv("nnz", static_cast<long long>(a.nnz()));
     row.kv("iterations", res.columns[0].iterations).kv("eigen_iterations", eigen_it).kv("us_per_iteration", us_iter);
     row.kv("fused_floor_us", floor_us).kv("ratio_to_floor", us_iter / floor_us);
+    row.kv("own_bytes_floor_us", own_floor_us).kv("ratio_to_own_bytes_floor", us_iter / own_floor_us);
+    row.kv("passes_as_copies_us", copies_us).kv("ratio_to_passes_as_copies", us_iter / copies_us);
     row.kv("reference_us_per_iteration", ref_us).kv("speedup_vs_reference", ref_us / us_iter);
     row.kv("reference_iterations", ref.iterations).kv("relative_true_residual", rel_true);
     row.kv("status", to_string(res.columns[0].status)).kv("kernel", auto_choice(*op, 1)).kv("cuda_graph", res.used_graph)
@@ -250,8 +262,13 @@ int bench_vcycle(const BenchOptions& bo) {
                      "hierarchy's row takes the variant)");
   BenchOutput out;
   out.header().kv("device", dev).kv("copy_bandwidth_gbs", copy_gbs).kv("runs", bo.runs);
-  std::printf("\n%-22s %9s %6s %-7s %-6s %9s %10s %10s %10s %8s  %s\n", "matrix", "rows", "levels", "values", "steps",
-              "setup ms", "us/cycle", "model MB", "floor us", "x floor", "level kernels");
+  // Beside the bytes floor, measured: the cycle's launches as device copies of as many bytes, back to back (what
+  // moving its bytes in that many launches at their sizes takes: the coarse levels' small ones are latency), and the
+  // same for a whole AMG-PCG iteration (the cycle, then cg's product on level 0's operator as the iteration reads
+  // it, update-xr's 48 B a row, r'z's 16 and update-p's 24).
+  std::printf("\n%-22s %9s %6s %-7s %-6s %9s %10s %10s %10s %8s %8s %10s %8s %10s  %s\n", "matrix", "rows", "levels",
+              "values", "steps", "setup ms", "us/cycle", "model MB", "floor us", "x floor", "launches", "copies us",
+              "x copies", "it copies", "level kernels");
   for (const auto& m : matrices) {
     Problem p;
     if (!load_or_skip(m, p)) continue;
@@ -290,16 +307,26 @@ int bench_vcycle(const BenchOptions& bo) {
         ms.push_back(time_on_stream_ms(0, [&] { amg->apply(r.data(), z.data(), 1, 0); }));
       const double us = 1e3 * median(ms), bytes = amg->bytes_per_apply(1);
       const double floor_us = bytes / (copy_gbs * 1e3);
+      std::vector<double> launches = amg->bytes_per_launch(1);
+      const double copies_us = 1e3 * copies_ms(launches);
+      const auto* held = dynamic_cast<const HoldsFp32Copy*>(amg.get());
+      const LinearOperator* iterated = held && held->fp32_copy_of_product() ? held->fp32_copy_of_product() : op.get();
+      for (const double b : {iterated->bytes_per_apply(1), 48.0 * n, 16.0 * n, 24.0 * n}) launches.push_back(b);
+      const double iteration_copies_us = 1e3 * copies_ms(launches);
       std::string kernels;
       for (const AmgLevelReport& level : report.levels) kernels += (kernels.empty() ? "" : ", ") + level.kernel;
-      std::printf("%-22s %9d %6zu %-7s %-6s %9.1f %10.1f %10.1f %10.1f %8.2f  %s\n", p.name.substr(0, 22).c_str(), n,
-                  report.levels.size(), values, steps, setup_ms, us, bytes / 1e6, floor_us, us / floor_us, kernels.c_str());
+      std::printf("%-22s %9d %6zu %-7s %-6s %9.1f %10.1f %10.1f %10.1f %8.2f %8zu %10.1f %8.2f %10.1f  %s\n",
+                  p.name.substr(0, 22).c_str(), n, report.levels.size(), values, steps, setup_ms, us, bytes / 1e6,
+                  floor_us, us / floor_us, launches.size() - 4, copies_us, us / copies_us, iteration_copies_us,
+                  kernels.c_str());
       Record& row = out.add("results");
       row.kv("matrix", p.name).kv("rows", n).kv("nnz", static_cast<long long>(p.a.nnz())).kv("values", values);
       row.kv("smoothing_steps", steps);
       row.kv("levels", static_cast<int>(report.levels.size())).kv("operator_complexity", report.operator_complexity);
       row.kv("setup_ms", setup_ms).kv("us_per_cycle", us).kv("model_bytes", bytes).kv("floor_us", floor_us);
       row.kv("ratio_to_floor", us / floor_us).kv("level_kernels", kernels);
+      row.kv("launches", static_cast<int>(launches.size() - 4)).kv("launches_as_copies_us", copies_us);
+      row.kv("ratio_to_launches_as_copies", us / copies_us).kv("pcg_iteration_as_copies_us", iteration_copies_us);
     }
   }
   if (bo.output) out.write(*bo.output);

@@ -303,8 +303,11 @@ struct SolveResult {
   bool used_persistent = false;     // CG ran as one cooperative kernel (small system)
   bool used_one_reduction = false;  // cg ran Chronopoulos & Gear's recurrence (one sum an iteration)
   int residual_replacements = 0;    // ... and put the true residual back this often (its recurrence said converged early)
-  int fallback_columns = 0;         // block-cg: columns finished by multi-cg (the block recurrence broke down or stalled)
-  std::string fallback_reason;      // block-cg: why, when fallback_columns > 0
+  // Columns finished another way, and why and how (when fallback_columns > 0): block-cg's by multi-cg (the block
+  // recurrence broke down or stalled); mixed precision's with A's FP64 values (the FP32 copy stalled above the
+  // tolerance)
+  int fallback_columns = 0;
+  std::string fallback_reason;
   std::vector<std::vector<std::pair<int, double>>> history;
   bool all_converged() const;
 };
