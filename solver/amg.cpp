@@ -522,14 +522,29 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   // the fused steps' second d, made here so that the report says what runs: a saving, not a need, only with room
   // left for it and the solver's own vectors (made later: four of the finest level's n x k, and a margin), else
   // the level's steps run apart (the same bits)
+  // (an update that kept what it learned -- its products' columns, its transposes' order -- gives them up where
+  // they would take a fused step the setup had)
   {
     const size_t solver_bytes = 6 * sizeof(double) * static_cast<size_t>(levels_[0].a->rows) *
                                 static_cast<size_t>(std::max(1, in.expected_columns));
-    for (size_t l = 0; l + 1 < levels_.size(); ++l) {
-      const Level& L = levels_[l];
-      const size_t bytes = sizeof(double) * static_cast<size_t>(L.a->rows);
-      if (fused(L) && L.d_next.size() == 0 && device_memory_info().free_bytes > bytes + solver_bytes)
-        L.d_next = DeviceArray<double>(static_cast<size_t>(L.a->rows), "amg smoother step (fused)");
+    auto make_second_ds = [&] {
+      bool short_of_one = false;
+      for (size_t l = 0; l + 1 < levels_.size(); ++l) {
+        const Level& L = levels_[l];
+        const size_t bytes = sizeof(double) * static_cast<size_t>(L.a->rows);
+        if (fused(L) && L.d_next.size() == 0 && device_memory_info().free_bytes > bytes + solver_bytes)
+          L.d_next = DeviceArray<double>(static_cast<size_t>(L.a->rows), "amg smoother step (fused)");
+        short_of_one |= kept && fused(L) && L.d_next.size() == 0 && kept->levels_[l].d_next.size() > 0;
+      }
+      return short_of_one;
+    };
+    if (make_second_ds()) {
+      for (Level& L : levels_) {
+        for (RowProductShape& shape : L.product_shapes) shape.col_idx.reset();
+        L.transpose_shape = TransposeShape{};
+      }
+      release_idle_device_memory();
+      make_second_ds();
     }
   }
   char detail[256];
@@ -541,7 +556,7 @@ AmgPreconditioner::AmgPreconditioner(const PreconditionerOptions& o, const Preco
   for (size_t l = 0; l + 1 < levels_.size(); ++l)
     if (runs_fused(levels_[l])) fused_levels += (fused_levels.empty() ? "" : ", ") + std::to_string(l);
   if (!fused_levels.empty()) report_.detail += "; the steps after the first fused into the product on level(s) " + fused_levels;
-  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept, its products' and transposes' shapes reused";
+  if (kept) report_.detail += "; updated on new values: the first setup's aggregates and level kernels kept, its products' shapes reused";
   if (ranks) {
     size_t split = 0;
     while (split < levels_.size() && levels_[split].dist) ++split;

@@ -641,48 +641,66 @@ struct Solver::Impl {
   // Mixed precision's fallback: FP32 values (rounded: not A's own) that stalled above the tolerance -- a column
   // stagnated or broke down, restarts from its true residual making no progress (the rounded copy's smallest
   // eigenvalues too far from A's: kappa x 2^-24 near 1 or more) -- go on from where they stopped with A's FP64
-  // values, within what is left of the iteration limit; the result says so (fallback_columns, fallback_reason) and
-  // counts both parts' iterations and time. (A breakdown of A's own meets A again, and stays one.)
+  // values, those columns alone, within what is left of the iteration limit (none left: they stay as they ended);
+  // the result says so (fallback_columns, fallback_reason) and counts both parts' iterations, time and kernels.
+  // (A breakdown of A's own meets A again, and stays one.)
   void finish_stalled_columns_in_fp64(const PreconditionerOp* m, const DeviceBlock& B, DeviceBlock& X, SolveResult& r) {
-    int stalled = 0, most_used = 0;
+    std::vector<int> stalled;
+    int most_used = 0;
     double worst = 0;
-    auto stalled_in_fp32 = [](const ColumnResult& c) {
-      return c.status == ColumnStatus::stagnated || c.status == ColumnStatus::breakdown;
-    };
-    for (const ColumnResult& c : r.columns) {
-      if (!stalled_in_fp32(c)) continue;
-      ++stalled;
+    for (size_t j = 0; j < r.columns.size(); ++j) {
+      const ColumnResult& c = r.columns[j];
+      if (c.status != ColumnStatus::stagnated && c.status != ColumnStatus::breakdown) continue;
+      stalled.push_back(static_cast<int>(j));
       most_used = std::max(most_used, c.iterations);
       worst = std::max(worst, c.b_norm > 0 ? c.true_residual / c.b_norm : c.true_residual);
     }
-    if (stalled == 0) return;
-    // a stalled iterate farther from x than 0 is (a restart that multiplied its error) starts from 0 instead
-    for (size_t j = 0; j < r.columns.size(); ++j) {
-      const ColumnResult& c = r.columns[j];
-      if (stalled_in_fp32(c) && !(c.true_residual < c.b_norm) && X.rows > 0)
-        CHECK_CUDA(cudaMemset2DAsync(X.data() + j, sizeof(double) * X.cols, 0, sizeof(double), static_cast<size_t>(X.rows), 0));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(0));  // (before the solver's own stream reads X)
     SolveOptions o = iteration_options();
-    o.stop.max_iterations = std::max(1, o.stop.max_iterations - most_used);
-    SolveResult fp64 = ::spcg::solve(options.solver, *op, m, B, X, o);  // X: each column's last iterate
+    o.stop.max_iterations -= most_used;
+    if (stalled.empty() || o.stop.max_iterations < 1) return;
+    // the stalled columns gathered (a stalled iterate farther from x than 0 is -- a restart that multiplied its
+    // error -- starts from 0 instead), solved, and put back
+    const int n = X.rows, k = X.cols, s_cols = static_cast<int>(stalled.size());
+    DeviceBlock Bs(n, s_cols, "fp64 fallback B"), Xs(n, s_cols, "fp64 fallback X");
+    auto column_copy = [n](double* to, int to_cols, int to_col, const double* from, int from_cols, int from_col) {
+      if (n > 0)
+        CHECK_CUDA(cudaMemcpy2DAsync(to + to_col, sizeof(double) * to_cols, from + from_col, sizeof(double) * from_cols,
+                                     sizeof(double), static_cast<size_t>(n), cudaMemcpyDeviceToDevice, 0));
+    };
+    for (int c = 0; c < s_cols; ++c) {
+      const ColumnResult& was = r.columns[static_cast<size_t>(stalled[c])];
+      column_copy(Bs.data(), s_cols, c, B.data(), k, stalled[c]);
+      if (was.true_residual < was.b_norm) column_copy(Xs.data(), s_cols, c, X.data(), k, stalled[c]);
+      else if (n > 0) CHECK_CUDA(cudaMemset2DAsync(Xs.data() + c, sizeof(double) * s_cols, 0, sizeof(double), n, 0));
+    }
+    CHECK_CUDA(cudaStreamSynchronize(0));  // (before the solver's own stream reads them)
+    const SolveResult fp64 = ::spcg::solve(options.solver, *op, m, Bs, Xs, o);
+    for (int c = 0; c < s_cols; ++c) column_copy(X.data(), k, stalled[c], Xs.data(), s_cols, c);
+    CHECK_CUDA(cudaStreamSynchronize(0));
+    for (int c = 0; c < s_cols; ++c) {
+      ColumnResult& was = r.columns[static_cast<size_t>(stalled[c])];
+      const int before = was.iterations;
+      was = fp64.columns[static_cast<size_t>(c)];
+      was.iterations += before;
+    }
     char why[200];
     std::snprintf(why, sizeof why,
                   "the FP32 copy of A stalled at ||b-Ax||/||b|| = %.3g, above the tolerance %.3g; finished with A's "
                   "FP64 values", worst, o.stop.rtol);
-    for (size_t j = 0; j < r.columns.size(); ++j) {
-      ColumnResult& c = r.columns[j];
-      const ColumnResult& d = fp64.columns[j];
-      if (!stalled_in_fp32(c)) continue;
-      const int before = c.iterations;
-      c = d;
-      c.iterations += before;
-    }
     r.fallback_reason = r.fallback_columns > 0 ? r.fallback_reason + "; then " + why : std::string(why);
-    r.fallback_columns += stalled;
-    r.solve_ms += fp64.solve_ms;
+    r.fallback_columns += s_cols;
+    r.solve_ms += fp64.solve_ms, r.timing_overhead_ms += fp64.timing_overhead_ms;
     r.operator_applies += fp64.operator_applies, r.operator_columns += fp64.operator_columns;
     r.residual_replacements += fp64.residual_replacements;
+    for (const KernelStat& add : fp64.kernels) {  // (by name: the same kernels' calls and time together)
+      auto same = std::find_if(r.kernels.begin(), r.kernels.end(), [&](const KernelStat& k) { return k.name == add.name; });
+      if (same == r.kernels.end()) {
+        r.kernels.push_back(add);
+        continue;
+      }
+      same->calls += add.calls, same->total_ms += add.total_ms, same->total_bytes += add.total_bytes;
+      same->bytes_per_call = same->calls > 0 ? same->total_bytes / same->calls : 0;
+    }
   }
 
   // Eigen's CG on the host, each column's verdict by the Monitor's rule on Eigen's own residual.

@@ -1148,6 +1148,17 @@ TEST_F(GpuSolver, MixedPrecisionFallsBackToFp64WhereFp32CannotReachTheTolerance)
     EXPECT_NE(r.fallback_reason.find("the FP32 copy of A stalled"), std::string::npos) << r.fallback_reason;
     EXPECT_NE(r.fallback_reason.find("finished with A's FP64 values"), std::string::npos) << r.fallback_reason;
     EXPECT_LE(r.columns[0].iterations, o.iteration.stop.max_iterations) << "both parts within the iteration limit";
+    // two columns, the second b = 0 (converged from x = 0 at once): only the stalled first goes on in FP64, the
+    // second keeps its result and its x
+    DenseBlock b2(n, 2, 0.0), x2(n, 2, 0.0);
+    for (int32_t i = 0; i < n; ++i) b2.data[2 * static_cast<size_t>(i)] = b.data[static_cast<size_t>(i)];
+    const SolveResult r2 = s.solve(b2, x2);
+    EXPECT_EQ(r2.fallback_columns, 1) << r2.fallback_reason;
+    ASSERT_EQ(r2.columns[0].status, ColumnStatus::converged) << to_string(r2.columns[0].status);
+    EXPECT_EQ(r2.columns[1].status, ColumnStatus::converged) << to_string(r2.columns[1].status);
+    EXPECT_EQ(r2.columns[1].iterations, 0);
+    for (int32_t i = 0; i < n; ++i) ASSERT_EQ(x2.data[2 * static_cast<size_t>(i) + 1], 0.0) << "the second column moved at row " << i;
+    EXPECT_LE(relative_residuals(a, x2, b2)[0], 1e-8 + 2 * spcg::test::residual_rounding(a, x2, b2)[0] / r2.columns[0].b_norm);
   }
 }
 

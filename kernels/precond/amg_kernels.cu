@@ -665,9 +665,13 @@ DeviceArray<T> device_copy(const DeviceArray<T>& from, const char* what, cudaStr
   if (from.bytes()) CHECK_CUDA(cudaMemcpyAsync(to.data(), from.data(), from.bytes(), cudaMemcpyDeviceToDevice, s));
   return to;
 }
-// Whether `bytes` more may be kept for a later update: a saving, not a need, so only where free memory holds
-// twice them.
-bool room_to_keep(size_t bytes) { return device_memory_info().free_bytes > 2 * bytes; }
+// Whether `bytes` more may be kept for a later update: a saving, not a need, so only where what stays free after
+// them is at least as much again and an eighth of the device (the update runs beside the old hierarchy, and the
+// solver's vectors, the fused steps' second d and a wider block's workspaces come later).
+bool room_to_keep(size_t bytes) {
+  const DeviceMemoryInfo m = device_memory_info();
+  return m.free_bytes > bytes + std::max(bytes, m.total_bytes / 8);
+}
 
 // v(i, :) *= s0 * (dinv ? dinv[i] : 1).
 __global__ void scale_rows_kernel(int32_t n, const int32_t* __restrict__ rp, double* __restrict__ v,

@@ -66,8 +66,8 @@ struct RowProductTuning {
 // empty one (lanes 0: a setup) receives the row offsets and the lanes a row took. One with offsets (an update's
 // new values) skips the counting pass and the scan -- the fill pass alone -- and receives the columns it found.
 // One with columns too makes the values alone (no hash, each product summed into its kept column). Every step
-// writes the bits a whole product would. The columns are kept only where free memory holds twice them (a saving,
-// not a need). A product by cuSPARSE's fallback leaves the shape empty: it is made whole again next time.
+// writes the bits a whole product would. The columns are kept only where memory is plentiful (a saving, not a
+// need: room_to_keep). A product by cuSPARSE's fallback leaves the shape empty: it is made whole again next time.
 struct RowProductShape {
   std::shared_ptr<const DeviceArray<int32_t>> row_ptr;  // rows + 1 offsets
   std::shared_ptr<const DeviceArray<int32_t>> col_idx;  // nnz columns, sorted in each row (learned by an update)
@@ -82,7 +82,7 @@ struct TransposeShape {
   std::shared_ptr<const DeviceArray<int32_t>> order, row_ptr, col_idx;
 };
 // A' (columns sorted in every row; a stable sort, so the same input gives the same bits). `shape` (when given):
-// an empty one learns the transpose's shape (where free memory holds twice it); a learned one, on the same
+// an empty one learns the transpose's shape (where memory is plentiful); a learned one, on the same
 // pattern, makes A' by gathering the new values through it (the same bits: a transpose only moves values).
 DeviceCsr transpose(const DeviceCsr& a, cudaStream_t s, TransposeShape* shape = nullptr);
 // C = A B by cuSPARSE SpGEMM (deterministic algorithm; cuSPARSE is loaded on first use).
