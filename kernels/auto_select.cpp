@@ -164,11 +164,15 @@ class AutoOperator final : public LinearOperator,
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     return ::spcg::apply_with_dot(*spmv_, x, y, sink, s);
   }
-  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
-    return ::spcg::smoothing_step(*spmv_, d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
+  bool smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in, double* x,
+                      const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+    return ::spcg::smoothing_step(*spmv_, d_in, d_out, res, res_in, x, scale, c1, c2, s, rows_apart);
   }
   bool offers_smoothing_step() const override { return ::spcg::offers_smoothing_step(*spmv_); }
+  bool reads_residual_in_place() const override { return ::spcg::reads_residual_in_place(*spmv_); }
+  bool residual_step(const double* b, const double* x, double* res, cudaStream_t s) const override {
+    return ::spcg::residual_step(*spmv_, b, x, res, s);
+  }
 
  protected:
   void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {

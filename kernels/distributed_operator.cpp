@@ -28,8 +28,9 @@ class DistributedOperator::Fp32View final : public LinearOperator, public FusedD
   bool apply_with_dot(const double* x, double* y, const DotSink& sink, cudaStream_t s) const override {
     return parent_.apply_with_dot_local(*local32_, x, y, sink, s);
   }
-  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+  bool smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in, double* x,
+                      const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+    if (res_in && res_in != res) return false;  // (the exchange's rows read res: not offered)
     return parent_.smoothing_step_local(*local32_, d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
   }
   bool offers_smoothing_step() const override {
@@ -213,8 +214,10 @@ bool DistributedOperator::apply_with_dot_local(const LinearOperator& local, cons
   return fused;
 }
 
-bool DistributedOperator::smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale,
-                                         double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const {
+bool DistributedOperator::smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in,
+                                         double* x, const double* scale, double c1, double c2, cudaStream_t s,
+                                         const uint8_t* rows_apart) const {
+  if (res_in && res_in != res) return false;  // (the exchange's rows read res: not offered)
   return smoothing_step_local(*local_op_, d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
 }
 
@@ -226,7 +229,7 @@ bool DistributedOperator::smoothing_step_local(const LinearOperator& local, cons
   // res -= A_local d_in, the step on every row without halo entries; then res -= A_halo d_halo on those with
   bool fused = true;
   apply_around(d_in, -1.0, res, 1, nullptr, s, [&] {
-    fused = ::spcg::smoothing_step(local, d_in, d_out, res, x, scale, c1, c2, s, halo_row_mask_.data());
+    fused = ::spcg::smoothing_step(local, d_in, d_out, res, nullptr, x, scale, c1, c2, s, halo_row_mask_.data());
     if (!fused) local.apply(-1.0, d_in, 1.0, res, 1, s);
     return false;
   });

@@ -58,8 +58,8 @@ class DistributedOperator final : public LinearOperator, public FusedDotProduct,
   // A smoothing step (kernels/linear_operator.hpp) with the exchange around it: the local kernel's fused step on
   // every row but those with halo entries, which it leaves at res - A_local d_in; then the halo product on them and
   // their step apart. Each row's arithmetic is that of the product and the step run apart, so the same bits.
-  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override;
+  bool smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in, double* x,
+                      const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const override;
   bool offers_smoothing_step() const override { return halo_row_mask_.size() > 0; }  // (where the local kernel does)
   // One exchange at width k and one sum of 2k values (a step's largest), on zeros: NCCL connects a peer's channels
   // on its first send/receive and a collective's on its first call, which would otherwise land in the first solve

@@ -40,10 +40,19 @@ bool offers_smoothing_step(const LinearOperator& A) {
   return f && A.rows() > 0 && A.rows() == A.cols() && A.nnz() > 0 && f->offers_smoothing_step();
 }
 
-bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, double* x,
-                    const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) {
+bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, const double* res_in,
+                    double* x, const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) {
+  if (res_in && res_in != res && !reads_residual_in_place(A)) return false;
   return offers_smoothing_step(A) &&
-         dynamic_cast<const FusedSmoothing&>(A).smoothing_step(d_in, d_out, res, x, scale, c1, c2, s, rows_apart);
+         dynamic_cast<const FusedSmoothing&>(A).smoothing_step(d_in, d_out, res, res_in, x, scale, c1, c2, s, rows_apart);
+}
+
+bool reads_residual_in_place(const LinearOperator& A) {
+  return offers_smoothing_step(A) && dynamic_cast<const FusedSmoothing&>(A).reads_residual_in_place();
+}
+
+bool residual_step(const LinearOperator& A, const double* b, const double* x, double* res, cudaStream_t s) {
+  return reads_residual_in_place(A) && dynamic_cast<const FusedSmoothing&>(A).residual_step(b, x, res, s);
 }
 
 const PersistentCgMatrix* persistent_cg_layout(const LinearOperator& A) {

@@ -102,15 +102,28 @@ class FusedDotProduct {
 class FusedSmoothing {
  public:
   virtual ~FusedSmoothing() = default;
-  virtual bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                              double c2, cudaStream_t stream, const uint8_t* rows_apart = nullptr) const = 0;
+  // res_in (where not null, and the kernel reads_residual_in_place): read in res's place, res = res_in - A d_in (the
+  // first step after x = 0 reads b itself: no copy of b into res first)
+  virtual bool smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in, double* x,
+                              const double* scale, double c1, double c2, cudaStream_t stream,
+                              const uint8_t* rows_apart = nullptr) const = 0;
   virtual bool offers_smoothing_step() const { return true; }  // (a wrapper: whether its kernel does)
+  // res = b - A x in one launch (b read in res's place, the product's arithmetic: the bits of b copied into res and
+  // res -= A x), one column; offered with res_in, or not at all
+  virtual bool reads_residual_in_place() const { return false; }
+  virtual bool residual_step(const double* /*b*/, const double* /*x*/, double* /*res*/, cudaStream_t) const { return false; }
 };
 // Whether A runs smoothing_step fused (square, with rows and entries).
 bool offers_smoothing_step(const LinearOperator& A);
-// The step fused where A offers it; returns whether it did (nothing run when not).
-bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, double* x,
-                    const double* scale, double c1, double c2, cudaStream_t stream, const uint8_t* rows_apart = nullptr);
+// The step fused where A offers it; returns whether it did (nothing run when not). res_in: see FusedSmoothing
+// (only where reads_residual_in_place(A)).
+bool smoothing_step(const LinearOperator& A, const double* d_in, double* d_out, double* res, const double* res_in,
+                    double* x, const double* scale, double c1, double c2, cudaStream_t stream,
+                    const uint8_t* rows_apart = nullptr);
+// Whether A's fused steps read a residual in res's place and A offers residual_step.
+bool reads_residual_in_place(const LinearOperator& A);
+// res = b - A x in one launch where A reads the residual in place; returns whether it did (nothing run when not).
+bool residual_step(const LinearOperator& A, const double* b, const double* x, double* res, cudaStream_t stream);
 
 // A's layout for the one-launch persistent CG (cg_persistent.hpp), kept by operators of small systems (auto).
 class PersistentCgLayout {

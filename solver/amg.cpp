@@ -620,8 +620,10 @@ void AmgPreconditioner::cycle(size_t l, const double* b, double* x, int k, cudaS
   const int64_t n = L.a->rows;
   double* const d_next = L.d_next.size() ? L.d_next.data() : nullptr;  // (fused steps: d alternates with it)
   apply_polynomial(*L.op, L.scale.data(), L.smoother, b, x, true, L.res.data(), L.d.data(), k, s, d_next);  // pre-smooth from 0
-  CHECK_CUDA(cudaMemcpyAsync(L.res.data(), b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
-  L.op->apply(-1.0, x, 1.0, L.res.data(), k, s);             // res = b - A x
+  if (!(k == 1 && residual_step(*L.op, b, x, L.res.data(), s))) {  // res = b - A x (one launch where A reads b in place)
+    CHECK_CUDA(cudaMemcpyAsync(L.res.data(), b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
+    L.op->apply(-1.0, x, 1.0, L.res.data(), k, s);
+  }
   L.r->apply(1.0, L.res.data(), 0.0, next.b.data(), k, s);   // b_c = R res
   cycle(l + 1, next.b.data(), next.x.data(), k, s);          // x_c = V-cycle(b_c)
   L.p->apply(1.0, next.x.data(), 1.0, x, k, s);              // x += P x_c
@@ -644,10 +646,10 @@ double AmgPreconditioner::bytes_per_apply(int k) const {
 }
 
 // The launches of cycle() and apply_polynomial() in order, each with the bytes it moves (k columns): the copy of
-// b into res (16 B a row), a product with beta = 1 (its bytes and res read: 8 B a row), Chebyshev's first step
-// (scale and res read, d and x written: 32 B a row; 40 with x read after the coarse correction), a later step
-// apart (its product, then 48 B a row) or fused (its product and 40 B a row in one launch), R, P with beta = 1,
-// and the coarsest level's dense product.
+// b into res (16 B a row; none where the level's operator reads b in place), a product with beta = 1 (its bytes
+// and res, or b, read: 8 B a row), Chebyshev's first step (scale and res read, d and x written: 32 B a row; 40
+// with x read after the coarse correction), a later step apart (its product, then 48 B a row) or fused (its
+// product and 40 B a row in one launch), R, P with beta = 1, and the coarsest level's dense product.
 std::vector<double> AmgPreconditioner::bytes_per_launch(int k) const {
   std::vector<double> launches;
   std::function<void(size_t)> level = [&](size_t l) {
@@ -658,8 +660,9 @@ std::vector<double> AmgPreconditioner::bytes_per_launch(int k) const {
     const Level& L = levels_[l];
     const double a = L.op->bytes_per_apply(k), nk = double(L.a->rows) * k;
     const bool steps_fused = k == 1 && runs_fused(L);
+    const bool in_place = k == 1 && reads_residual_in_place(*L.op);  // (res = b - A x in one launch, no copy)
     auto smooth = [&](bool x_is_zero) {
-      launches.push_back(16 * nk);                           // res = b
+      if (!in_place) launches.push_back(16 * nk);            // res = b
       if (!x_is_zero) launches.push_back(a + 8 * nk);        // res -= A x
       launches.push_back((x_is_zero ? 32 : 40) * nk);        // the first step
       for (int i = 1; i < L.smoother.size(); ++i) {
@@ -672,7 +675,8 @@ std::vector<double> AmgPreconditioner::bytes_per_launch(int k) const {
       }
     };
     smooth(true);
-    launches.push_back(16 * nk), launches.push_back(a + 8 * nk);  // res = b - A x
+    if (!in_place) launches.push_back(16 * nk);                   // res = b
+    launches.push_back(a + 8 * nk);                               // res -= A x
     launches.push_back(L.r->bytes_per_apply(k));                  // b_c = R res
     level(l + 1);
     launches.push_back(L.p->bytes_per_apply(k) + 8 * nk);         // x += P x_c

@@ -253,18 +253,34 @@ void apply_polynomial(const LinearOperator& A, const double* scale, const Polyno
                       double* x, bool x_is_zero, double* res, double* d, int k, cudaStream_t s, double* d_next) {
   const int64_t n = A.rows();
   if (k == 0) return;  // (a rank without rows goes on: A's applies are collective)
-  // res = b - A x
-  if (n) CHECK_CUDA(cudaMemcpyAsync(res, b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
-  if (!x_is_zero) A.apply(-1.0, x, 1.0, res, k, s);
+  // res = b - A x. Where A reads the residual in place (one column), b is not copied into res: from x = 0 the
+  // first step reads b itself and the next one's product writes res = b - A d; else res = b - A x is one launch.
+  // The same arithmetic either way, so the same bits.
+  const bool in_place = k == 1 && reads_residual_in_place(A);
+  const double* res_now = res;  // the residual the next step reads
+  if (in_place && x_is_zero) {
+    res_now = b;
+  } else if (!(in_place && residual_step(A, b, x, res, s))) {
+    if (n) CHECK_CUDA(cudaMemcpyAsync(res, b, sizeof(double) * n * k, cudaMemcpyDeviceToDevice, s));
+    if (!x_is_zero) A.apply(-1.0, x, 1.0, res, k, s);
+  }
   double* d_now = d;  // d_{i-1}
   for (int i = 0; i < steps.size(); ++i) {
     // res -= A d_{i-1};  d_i = c1 d_{i-1} + c2 S res;  x += d_i  (one launch where A fuses the step)
-    if (i > 0 && k == 1 && d_next && smoothing_step(A, d_now, d_next, res, x, scale, steps.c1[i], steps.c2[i], s)) {
+    const double* res_in = res_now == res ? nullptr : res_now;  // (b, before the first product from x = 0)
+    if (i > 0 && k == 1 && d_next &&
+        smoothing_step(A, d_now, d_next, res, res_in, x, scale, steps.c1[i], steps.c2[i], s)) {
       std::swap(d_now, d_next);
+      res_now = res;
       continue;
     }
-    if (i > 0) A.apply(-1.0, d_now, 1.0, res, k, s);
-    launch_chebyshev_step(n, k, scale, res, d_now, x, steps.c1[i], steps.c2[i], i == 0, x_is_zero && i == 0, s);
+    if (i > 0 && res_in) {
+      if (!residual_step(A, res_in, d_now, res, s)) throw Error("apply_polynomial: the operator declined a residual it offers");
+      res_now = res;
+    } else if (i > 0) {
+      A.apply(-1.0, d_now, 1.0, res, k, s);
+    }
+    launch_chebyshev_step(n, k, scale, res_now, d_now, x, steps.c1[i], steps.c2[i], i == 0, x_is_zero && i == 0, s);
   }
 }
 

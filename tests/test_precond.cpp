@@ -695,6 +695,55 @@ TEST_F(GpuPrecond, FusedSmoothingIsTheUnfusedBitForBit) {
   }
 }
 
+// Where a kernel reads the residual in place (dia: FusedSmoothing's reads_residual_in_place), res = b - A x in one
+// launch gives the bits of b copied into res and res -= A x, and a smoothing step reading b in res's place those of
+// the step after the copy: the 7-point stencil (the row sweep) and the 27-point one (the plane march), FP64 and FP32
+// values, NaN-poisoned outputs. A kernel without it (csr-vector) declines both and runs nothing.
+TEST_F(GpuPrecond, ResidualReadInPlaceIsTheCopyAndTheProductBitForBit) {
+  for (const std::string spec : {"poisson3d:33", "poisson3d27:40"}) {
+    const CsrMatrix a = generate(spec);
+    const size_t n = static_cast<size_t>(a.rows);
+    const MatrixSetup setup(a);
+    const DenseBlock hb = random_block(a.rows, 1, 31), hx = random_block(a.rows, 1, 32), hd = random_block(a.rows, 1, 33);
+    std::vector<double> hscale(n);
+    for (size_t i = 0; i < n; ++i) hscale[i] = 0.1 + 0.01 * double(i % 7);
+    const DeviceArray<double> b(hb.data), x(hx.data), d(hd.data), scale(hscale);
+    const std::vector<double> nan(n, std::numeric_limits<double>::quiet_NaN());
+    for (const char* kernel : {"dia", "dia-f32", "csr-vector"}) {
+      const std::string what = spec + " " + kernel;
+      const auto op = make_operator(kernel, setup);
+      const bool offered = std::string(kernel) != "csr-vector";
+      EXPECT_EQ(reads_residual_in_place(*op), offered) << what;
+      // res = b - A x
+      DeviceArray<double> one(nan), two(nan);
+      EXPECT_EQ(residual_step(*op, b.data(), x.data(), one.data(), 0), offered) << what;
+      CHECK_CUDA(cudaMemcpy(two.data(), b.data(), b.bytes(), cudaMemcpyDeviceToDevice));
+      op->apply(-1.0, x.data(), 1.0, two.data(), 1, 0);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      if (!offered) {
+        for (double v : one.download()) ASSERT_TRUE(std::isnan(v)) << what << ": a declined residual wrote res";
+        continue;
+      }
+      const std::vector<double> r1 = one.download(), r2 = two.download();
+      EXPECT_EQ(std::memcmp(r1.data(), r2.data(), n * sizeof(double)), 0) << what << ": the residual's bits";
+      // a fused step reading b in res's place, against the copy then the step
+      DeviceArray<double> res1(nan), res2(nan), out1(nan), out2(nan), x1(hx.data), x2(hx.data);
+      ASSERT_TRUE(smoothing_step(*op, d.data(), out1.data(), res1.data(), b.data(), x1.data(), scale.data(), 0.7, 0.3, 0))
+          << what;
+      CHECK_CUDA(cudaMemcpy(res2.data(), b.data(), b.bytes(), cudaMemcpyDeviceToDevice));
+      ASSERT_TRUE(smoothing_step(*op, d.data(), out2.data(), res2.data(), nullptr, x2.data(), scale.data(), 0.7, 0.3, 0))
+          << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      for (const auto& [p, q, name] : {std::make_tuple(&res1, &res2, "res"), std::make_tuple(&out1, &out2, "d"),
+                                       std::make_tuple(&x1, &x2, "x")}) {
+        const std::vector<double> u = p->download(), v = q->download();
+        EXPECT_EQ(std::memcmp(u.data(), v.data(), n * sizeof(double)), 0) << what << ": the step's " << name;
+        EXPECT_FALSE(std::isnan(u[n / 2])) << what << ": " << name << " not written";
+      }
+    }
+  }
+}
+
 // The copy AMG offers the iteration (HoldsFp32Copy): its product is the solver's bit for bit where every value is
 // an FP32 number (27- and 7-point stencils, each in the row sweep's or the plane march's order), and cg on it with
 // the FP64 true residual beside it converges like cg on the FP64 product: the iterations within one (the dot fused

@@ -25,15 +25,16 @@ __device__ __forceinline__ double load_value(const float* p) {
 // beta 1 on res), each row's arithmetic that of dev::store_y and launch_chebyshev_step (the same bits).
 struct SmoothingEpilogue {
   double* res = nullptr;
-  double* d_out = nullptr;
+  const double* res_in = nullptr;  // read in res's place where not null (res = b - A d: no copy of b into res first)
+  double* d_out = nullptr;         // null: the residual alone (FusedSmoothing::residual_step)
   double* x = nullptr;
   const double* scale = nullptr;
   double c1 = 0, c2 = 0;
   const uint8_t* rows_apart = nullptr;  // rows whose step the caller finishes (res alone written)
   __device__ __forceinline__ void operator()(int64_t row, double d_in, double sum) const {
-    const double r = fma(1.0, res[row], -1.0 * sum);  // store_y(res, -1, sum, 1)
+    const double r = fma(1.0, (res_in ? res_in : res)[row], -1.0 * sum);  // store_y(res, -1, sum, 1)
     res[row] = r;
-    if (rows_apart && rows_apart[row]) return;
+    if (!d_out || (rows_apart && rows_apart[row])) return;
     const double dt = fma(c1, d_in, c2 * scale[row] * r);  // chebyshev_step_kernel's
     d_out[row] = dt;
     x[row] = x[row] + dt;

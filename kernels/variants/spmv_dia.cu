@@ -200,12 +200,22 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
     launch<true>(x, 1, 1.0, 0.0, y, s, sink);
     return true;
   }
-  bool smoothing_step(const double* d_in, double* d_out, double* res, double* x, const double* scale, double c1,
-                      double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
-    if (rows_ != cols_ || d_in == d_out) return false;
+  bool smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in, double* x,
+                      const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+    if (rows_ != cols_ || d_in == d_out || !d_out) return false;
     SmoothingEpilogue e;
-    e.res = res, e.d_out = d_out, e.x = x, e.scale = scale, e.c1 = c1, e.c2 = c2, e.rows_apart = rows_apart;
+    e.res = res, e.res_in = res_in == res ? nullptr : res_in, e.d_out = d_out, e.x = x, e.scale = scale, e.c1 = c1,
+    e.c2 = c2, e.rows_apart = rows_apart;
     launch<false, true>(d_in, 1, -1.0, 1.0, res, s, DotSink{}, e);
+    return true;
+  }
+  // res = b - A x: the smoothing epilogue's residual alone (no d_out), b read in res's place
+  bool reads_residual_in_place() const override { return true; }
+  bool residual_step(const double* b, const double* x, double* res, cudaStream_t s) const override {
+    if (rows_ != cols_ || b == res) return false;
+    SmoothingEpilogue e;
+    e.res = res, e.res_in = b;
+    launch<false, true>(x, 1, -1.0, 1.0, res, s, DotSink{}, e);
     return true;
   }
 
