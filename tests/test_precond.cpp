@@ -804,6 +804,46 @@ TEST_F(GpuPrecond, AmgFp32CopyOfTheProductIsTheProduct) {
   }
 }
 
+// A general preconditioner's PCG reads the true residual's norm before M^-1 r when a claim is to be confirmed: a
+// confirmed claim runs no preconditioner, a rejected one restarts with one. An FP32 copy of values that are not FP32
+// numbers (Poisson x 0.1) iterating to 1e-12 claims early and is restarted; FP64's claim stands. So M runs once to
+// start, once an iteration and once a restart, never for a confirmation that stood (one run more before); each
+// answer at rtol on the host.
+TEST_F(GpuPrecond, AConfirmedClaimRunsNoPreconditionerARejectedOneRestartsWithOne) {
+  CsrMatrix a = generate("poisson3d:24");
+  for (double& v : a.values) v *= 0.1;
+  const MatrixSetup setup(a);
+  const auto copy = make_operator("dia-f32", setup);
+  const DenseBlock rhs = random_block(a.rows, 1, 17);
+  for (const Preconditioner kind : {Preconditioner::chebyshev, Preconditioner::amg}) {
+    PreconditionerOptions po;
+    po.coarse_rows = 100;
+    const Built b = build(a, kind, po, 1, "dia");
+    for (const bool on_copy : {false, true}) {
+      const std::string what = std::string(name_of(kind)) + (on_copy ? " on the FP32 copy" : " in FP64");
+      DeviceBlock B(a.rows, 1), X(a.rows, 1);
+      B.values.upload(rhs.data);
+      X.values.upload(HostVector<double>(a.rows, 0.0));
+      SolveOptions so;
+      so.stop = {1e-12, 0, 2000};
+      so.time_kernels = true;
+      const MixedPrecisionOperator mixed(*b.op, *copy, false);
+      const SolveResult r = on_copy ? solve_cg(mixed, b.m.get(), B, X, so) : solve_cg(*b.op, b.m.get(), B, X, so);
+      ASSERT_TRUE(r.all_converged()) << what << ": " << to_string(r.columns[0].status);
+      if (on_copy) EXPECT_GE(r.residual_replacements, 1) << what << ": the copy's claim was never rejected";
+      auto calls = [&](const char* name) {
+        const auto it = std::find_if(r.kernels.begin(), r.kernels.end(), [&](const KernelStat& k) { return k.name == name; });
+        return it == r.kernels.end() ? int64_t{-1} : it->calls;
+      };
+      ASSERT_GT(calls("spmv"), 0) << what;
+      EXPECT_EQ(calls("precond"), 1 + calls("spmv") + r.residual_replacements) << what;
+      DenseBlock x(a.rows, 1);
+      x.data = X.values.download<HostVector<double>>();
+      expect_true_residual(a, rhs, x, so.stop.rtol, what);
+    }
+  }
+}
+
 // A coarse level whose CSR does not fit in L2 (past auto's 32 MiB) takes SELL (its rows are regular), a small one
 // csr-vector (a warp a row keeps the GPU busy where SELL's warp per 32 rows would leave it idle), in FP64 and in
 // the FP32 hierarchy; R and P take the hierarchy's precision; the solve through those levels converges to the
