@@ -25,20 +25,23 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   IterationEngine::Recurrences rec = e.recurrences(k, first_column);
   CgScalars* sc = rec.scalars.data();
   double* totals = sums.step_totals(k);  // null on one GPU: each step's kernel finishes its sums itself
-  auto residual = [&] {  // R = B - A X
+  // (re)start from the true residual: R = B - A X; rr and the status by it; P = 0, so that the next iteration's
+  // direction is z itself (p = z + beta 0). No M^-1 R here: each iteration begins with it, so M runs once an
+  // iteration and never for a claim the true residual confirms (before, one V-cycle at the start and one in the
+  // last iteration went unused: 16 for AMG-PCG's 14 iterations). restart: the iteration count goes on.
+  auto start = [&](bool restart) {
     timer.run("residual", A.bytes_per_apply(k) + 16.0 * nk, [&] {
       if (n) CHECK_CUDA(cudaMemcpyAsync(R.data(), B, n * k * sizeof(double), cudaMemcpyDeviceToDevice, s));
       A.apply(-1.0, X, 1.0, R.data(), k, s);
     });
     e.result().operator_applies += 1, e.result().operator_columns += k;
+    timer.run("cg-start", 16.0 * nk, [&] {  // rr_j = r_j'r_j (rz_j too, beta's first denominator); P = 0
+      if (n) CHECK_CUDA(cudaMemsetAsync(P.data(), 0, n * k * sizeof(double), s));
+      if (k == 1) launch_cg_start(n, R.data(), nullptr, nullptr, nullptr, sc, ws, s, totals, restart);
+      else launch_multi_cg_start(n, k, R.data(), nullptr, nullptr, nullptr, sc, ws, s, totals);
+    });
+    sums.finish_step(timer, restart ? MultiCgStep::restart : MultiCgStep::start, k, sc, s);
   };
-  // (re)start from R: Z = M^-1 R; P = Z; rr, rz. restart: the iteration count goes on.
-  auto start = [&](bool restart) {
-    timer.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });
-    timer.run("cg-start", 24.0 * nk, [&] { launch_pcg_start(n, k, R.data(), Z.data(), P.data(), sc, ws, s, totals, restart); });
-    sums.finish_step(timer, restart ? MultiCgStep::pcg_restart : MultiCgStep::pcg_start, k, sc, s);
-  };
-  residual();
   start(false);
   double* pq = sums.dot_target(&sc->pq);  // k = 1: where p'q goes
   // One recurrence's claims are confirmed by the true residual b - A X, which decides, and restarts the recurrence
@@ -46,20 +49,19 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
   // ill-conditioned PCG drifts from the true one, which alone may say converged. (k > 1: the columns share the
   // block's steps, and restarting one would restart all; their claims stand on the recursive residual.)
   IterationEngine::ConfirmConverged confirm;
-  // The true residual's norm is read before M^-1 R: a confirmed claim, the usual end, needs no preconditioner
-  // (for AMG a whole V-cycle, one in 15-17 of a 27-point or 7-point solve's); a rejected one restarts from R.
   if (k == 1)
     confirm = [&](int) {
-      residual();
-      timer.run("cg-start", 16.0 * nk, [&] {  // rr = R'R and the status by it (P = R, rewritten by a restart)
-        launch_cg_start(n, R.data(), nullptr, nullptr, P.data(), sc, ws, s, totals, /*restart=*/true);
-      });
-      sums.finish_step(timer, MultiCgStep::restart, k, sc, s);
-      const IterationEngine::Confirmation c = e.confirmation_after_restart(sc);
-      if (c.restarted) start(true);
-      return c;
+      start(true);
+      return e.confirmation_after_restart(sc);
     };
   e.run(rec, [&](KernelTimer& t) {
+    t.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });                        // Z = M^-1 R
+    t.run("rz", 16.0 * nk, [&] { launch_pcg_rz(n, k, R.data(), Z.data(), sc, ws, s, totals); });          // b_j = rz_new / rz
+    sums.finish_step(t, MultiCgStep::pcg_rz, k, sc, s);
+    t.run("update-p", 24.0 * nk, [&] {  // p_j = z_j + b_j p_j
+      if (k == 1) launch_cg_update_p(n, P.data(), Z.data(), sc, s);
+      else launch_multi_cg_update_p(n, k, P.data(), Z.data(), sc, s);
+    });
     if (k == 1) {  // q = A p with p'q fused into the kernel's epilogue where it has one
       bool fused_dot = true;
       t.run("spmv", spmm_bytes, [&] { fused_dot = apply_with_dot(Ai, P.data(), Q.data(), ws.sink(pq), s); });
@@ -73,13 +75,6 @@ void pcg_general(IterationEngine& e, const LinearOperator& A, const Precondition
       launch_pcg_update_xr(n, k, X, R.data(), P.data(), Q.data(), sc, ws, s, totals);
     });
     sums.finish_step(t, MultiCgStep::pcg_update_xr, k, sc, s);
-    t.run("precond", precond_bytes, [&] { M.apply(R.data(), Z.data(), k, s); });                        // Z = M^-1 R
-    t.run("rz", 16.0 * nk, [&] { launch_pcg_rz(n, k, R.data(), Z.data(), sc, ws, s, totals); });          // b_j = rz_new / rz
-    sums.finish_step(t, MultiCgStep::pcg_rz, k, sc, s);
-    t.run("update-p", 24.0 * nk, [&] {  // p_j = z_j + b_j p_j
-      if (k == 1) launch_cg_update_p(n, P.data(), Z.data(), sc, s);
-      else launch_multi_cg_update_p(n, k, P.data(), Z.data(), sc, s);
-    });
   }, confirm);
 }
 

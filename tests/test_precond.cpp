@@ -804,12 +804,12 @@ TEST_F(GpuPrecond, AmgFp32CopyOfTheProductIsTheProduct) {
   }
 }
 
-// A general preconditioner's PCG reads the true residual's norm before M^-1 r when a claim is to be confirmed: a
-// confirmed claim runs no preconditioner, a rejected one restarts with one. An FP32 copy of values that are not FP32
-// numbers (Poisson x 0.1) iterating to 1e-12 claims early and is restarted; FP64's claim stands. So M runs once to
-// start, once an iteration and once a restart, never for a confirmation that stood (one run more before); each
-// answer at rtol on the host.
-TEST_F(GpuPrecond, AConfirmedClaimRunsNoPreconditionerARejectedOneRestartsWithOne) {
+// A general preconditioner's PCG applies M once an iteration, at its start: none at a (re)start from the true
+// residual, so none for a claim the true residual confirms and none left unused after the last iteration (before,
+// one more at the start and one for every confirmation: AMG-PCG's 14 iterations ran 16 V-cycles). An FP32 copy of
+// values that are not FP32 numbers (Poisson x 0.1) iterating to 1e-12 claims early and is restarted, FP64's claim
+// stands; each answer at rtol on the host.
+TEST_F(GpuPrecond, PcgAppliesThePreconditionerOnceAnIterationAndNeverForARestart) {
   CsrMatrix a = generate("poisson3d:24");
   for (double& v : a.values) v *= 0.1;
   const MatrixSetup setup(a);
@@ -836,7 +836,7 @@ TEST_F(GpuPrecond, AConfirmedClaimRunsNoPreconditionerARejectedOneRestartsWithOn
         return it == r.kernels.end() ? int64_t{-1} : it->calls;
       };
       ASSERT_GT(calls("spmv"), 0) << what;
-      EXPECT_EQ(calls("precond"), 1 + calls("spmv") + r.residual_replacements) << what;
+      EXPECT_EQ(calls("precond"), calls("spmv")) << what << ", " << r.residual_replacements << " restart(s)";
       DenseBlock x(a.rows, 1);
       x.data = X.values.download<HostVector<double>>();
       expect_true_residual(a, rhs, x, so.stop.rtol, what);

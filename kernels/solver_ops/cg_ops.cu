@@ -15,16 +15,12 @@ namespace {
 
 // The column tails of the multi-cg steps, run by the last block of a fused kernel on one GPU, or by
 // multi_cg_finish_kernel after the totals were summed over the ranks (several GPUs).
-__device__ void start_column(CgScalars* c, double rr, double rz, bool z_given, bool keep_iteration = false) {
+__device__ void start_column(CgScalars* c, double rr, double rz, bool keep_iteration = false) {
   c->rr = rr;
   c->rz = rz;
   if (!keep_iteration) c->iteration = 0;  // (a restart from the true residual goes on counting)
   c->status = kRunning;
   set_status(c, c->rr);
-  if (z_given && !c->done && !(c->rz > 0)) {
-    c->status = isfinite(c->rz) ? kPrecondNotPositive : kNonFinite;
-    c->done = 1;
-  }
 }
 
 // alpha = rz / pq, and whether the column takes a step with it (running, p'Ap > 0, alpha finite).
@@ -70,14 +66,14 @@ __global__ void cg_start_kernel(int64_t n, const double* __restrict__ r, const d
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const double ri = r[i], zi = dinv ? dinv[i] * ri : ri;
     if (dinv) z[i] = zi;
-    p[i] = zi;
+    if (p) p[i] = zi;
     v[0] += ri * ri;
     v[1] += ri * zi;
   }
   double out[2];
   if (multi_epilogue<2>(partials, counter, v, out) && threadIdx.x == 0) {
     if (rank_sums) rank_sums[0] = out[0], rank_sums[1] = out[1];
-    else start_column(s, out[0], out[1], false, restart);
+    else start_column(s, out[0], out[1], restart);
   }
 }
 
@@ -140,19 +136,19 @@ __global__ void cg_update_p_kernel(int64_t n, double* __restrict__ p, const doub
                         [&](int64_t i, int u) { p[i] = fma(beta, pv[u], zv[u]); });
 }
 
-// z_given: z = M^-1 r was applied by the caller (general preconditioner): read, not formed, and a column whose
-// r'z <= 0 stops (M not positive definite). rank_sums: write the totals there instead of finishing the columns.
+// p null: not written (the general PCG's start, whose first direction is z = M^-1 r itself). rank_sums: write the
+// totals there instead of finishing the columns.
 __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict__ r, const double* __restrict__ dinv,
                                       double* __restrict__ z, double* __restrict__ p, CgScalars* s, double* partials,
-                                      unsigned* counter, bool z_given, double* rank_sums, bool restart) {
+                                      unsigned* counter, double* rank_sums) {
   extern __shared__ double smem[];
   __shared__ double red[2 * VectorTuning::max_width];  // rr in [0, k), rz in [k, 2k)
   const int64_t total = n * k, stride = int64_t{gridDim.x} * blockDim.x;
   double vrr = 0, vrz = 0;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += stride) {
-    const double ri = r[t], zi = z_given ? z[t] : dinv ? dinv[t / k] * ri : ri;
-    if (dinv && !z_given) z[t] = zi;
-    p[t] = zi;
+    const double ri = r[t], zi = dinv ? dinv[t / k] * ri : ri;
+    if (dinv) z[t] = zi;
+    if (p) p[t] = zi;
     vrr += ri * ri;
     vrz += ri * zi;
   }
@@ -160,7 +156,7 @@ __global__ void multi_cg_start_kernel(int64_t n, int k, const double* __restrict
   if (rank_sums) {
     if (threadIdx.x < 2 * k) rank_sums[threadIdx.x] = red[threadIdx.x];
   } else if (threadIdx.x < k) {
-    start_column(s + threadIdx.x, red[threadIdx.x], red[k + threadIdx.x], z_given, restart);
+    start_column(s + threadIdx.x, red[threadIdx.x], red[k + threadIdx.x]);
   }
   if (threadIdx.x == 0) *counter = 0;
 }
@@ -221,10 +217,8 @@ __global__ void multi_cg_finish_kernel(MultiCgStep step, int k, const double* __
   CgScalars* c = s + j;
   double alpha;
   switch (step) {
-    case MultiCgStep::start: start_column(c, sums[j], sums[k + j], false); break;
-    case MultiCgStep::restart: start_column(c, sums[j], sums[k + j], false, /*keep_iteration=*/true); break;
-    case MultiCgStep::pcg_start: start_column(c, sums[j], sums[k + j], true); break;  // z = M^-1 r given
-    case MultiCgStep::pcg_restart: start_column(c, sums[j], sums[k + j], true, /*keep_iteration=*/true); break;
+    case MultiCgStep::start: start_column(c, sums[j], sums[k + j]); break;
+    case MultiCgStep::restart: start_column(c, sums[j], sums[k + j], /*keep_iteration=*/true); break;
     case MultiCgStep::pq: if (!c->done) c->pq = sums[j]; break;
     case MultiCgStep::update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], false); break;
     case MultiCgStep::pcg_update_xr: update_column(c, column_step(*c, &alpha), sums[j], sums[k + j], true); break;
@@ -282,8 +276,8 @@ void launch_multi_cg_start(int64_t n, int k, const double* r, const double* dinv
                            const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums) {
   const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
   multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
-      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()), false,
-      rank_sums, false);
+      n, k, r, dinv, z, p, sc, const_cast<double*>(ws.partials.data()), const_cast<unsigned*>(ws.counter.data()),
+      rank_sums);
   CHECK_LAUNCH("multi-cg-start");
 }
 
@@ -308,15 +302,6 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
 void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* sc, cudaStream_t stream) {
   multi_cg_finish_kernel<<<1, std::max(32, k), 0, stream>>>(step, k, sums, sc);
   CHECK_LAUNCH("multi-cg-finish");
-}
-
-void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* sc,
-                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums, bool restart) {
-  const int threads = block_threads(k), blocks = std::min(ws.capacity, block_grid(n, k));
-  multi_cg_start_kernel<<<blocks, threads, 2 * threads * sizeof(double), stream>>>(
-      n, k, r, nullptr, const_cast<double*>(z), p, sc, const_cast<double*>(ws.partials.data()),
-      const_cast<unsigned*>(ws.counter.data()), true, rank_sums, restart);
-  CHECK_LAUNCH("pcg-start");
 }
 
 void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* sc,

@@ -28,7 +28,7 @@ struct CgScalars {
 // kPrecondNotPositive: r'M^-1 r <= 0 with r != 0, so M is not positive definite and CG's theory is void.
 enum CgStatus : int { kRunning = 0, kConverged = 1, kMaxIterations = 2, kBreakdown = 3, kNonFinite = 4, kPrecondNotPositive = 5 };
 
-// Start of CG: z = dinv .* r (or z = r), p = z, s.rz = r.z, s.rr = r.r, status by tolerance.
+// Start of CG: z = dinv .* r (or z = r), p = z (p null: not written), s.rz = r.z, s.rr = r.r, status by tolerance.
 // rank_sums (several GPUs): rr, rz written there instead, finished by launch_multi_cg_finish(start, 1, ...).
 // restart: from a true residual put back mid-solve, the iteration count kept (several GPUs: MultiCgStep::restart).
 void launch_cg_start(int64_t n, const double* r, const double* dinv, double* z, double* p, CgScalars* s,
@@ -58,8 +58,7 @@ void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const dou
 // The steps whose totals cross the ranks: multi-cg's (start, pq, update-xr) and the general PCG's (its start with z
 // given, its update-xr that keeps rz, its r'z).
 // restart: start's totals from a true residual put back mid-solve (the iteration count kept).
-enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_start = 3, pcg_update_xr = 4, pcg_rz = 5, restart = 6,
-                         pcg_restart = 7 };
+enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_update_xr = 3, pcg_rz = 4, restart = 5 };
 // Totals a step's kernel writes per column on several GPUs: p'q and r'z one; rr and rz two.
 constexpr int rank_totals_per_column(MultiCgStep step) {
   return step == MultiCgStep::pq || step == MultiCgStep::pcg_rz ? 1 : 2;
@@ -67,14 +66,11 @@ constexpr int rank_totals_per_column(MultiCgStep step) {
 void launch_multi_cg_finish(MultiCgStep step, int k, const double* sums, CgScalars* s, cudaStream_t stream);
 void launch_multi_cg_update_p(int64_t n, int k, double* p, const double* z, const CgScalars* s, cudaStream_t stream);
 
-// PCG with a general preconditioner, k recurrences (k = 1: cg): the caller applies z = M^-1 r between
-// update_xr and rz, so any preconditioner (a polynomial, a V-cycle) fits between the fused steps.
-// rank_sums (several GPUs): as the multi-cg steps', finished by launch_multi_cg_finish(pcg_start / pcg_update_xr /
-// pcg_rz, k, ...) after the sum over the ranks.
-// start: p = z; rr = r.r, rz = r.z per column; a column with rz <= 0 (and rr above its tolerance) stops.
-// restart: from a true residual put back mid-solve, the iteration count kept (several GPUs: MultiCgStep::pcg_restart).
-void launch_pcg_start(int64_t n, int k, const double* r, const double* z, double* p, CgScalars* s,
-                      const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr, bool restart = false);
+// PCG with a general preconditioner, k recurrences (k = 1: cg): the caller applies z = M^-1 r before rz, so any
+// preconditioner (a polynomial, a V-cycle) fits between the fused steps. Its start is cg's without z or p
+// (launch_cg_start / launch_multi_cg_start with p null: rr, and rz = rr as beta's first denominator; P = 0).
+// rank_sums (several GPUs): as the multi-cg steps', finished by launch_multi_cg_finish(pcg_update_xr / pcg_rz, k,
+// ...) after the sum over the ranks.
 // alpha = rz / pq; x += alpha p; r -= alpha q; rr reduced; iteration += 1 and the status by rr (rz kept).
 void launch_pcg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q, CgScalars* s,
                           const ReductionWorkspace& ws, cudaStream_t stream, double* rank_sums = nullptr);
