@@ -109,7 +109,7 @@ class FusedSmoothing {
                               const uint8_t* rows_apart = nullptr) const = 0;
   virtual bool offers_smoothing_step() const { return true; }  // (a wrapper: whether its kernel does)
   // res = b - A x in one launch (b read in res's place, the product's arithmetic: the bits of b copied into res and
-  // res -= A x), one column; offered with res_in, or not at all
+  // res -= A x), one column, b and x apart from res; offered with res_in, or not at all
   virtual bool reads_residual_in_place() const { return false; }
   virtual bool residual_step(const double* /*b*/, const double* /*x*/, double* /*res*/, cudaStream_t) const { return false; }
 };

@@ -205,7 +205,8 @@ bool IterationEngine::graphs() const {
   // across ranks where the communicator's calls can be captured (NCCL's; the in-process stand-in's sums wait on
   // the host) and are not timed (its events would be captured): a batch's launches and collectives then leave the
   // host as one graph launch. The sums and exchanges never grow their buffers inside a batch: each solver's start
-  // makes its largest sum and its first product before the first batch.
+  // makes its largest sum and its first product before the first batch, and a preconditioner's reserve(k) sizes
+  // its own exchanges (the general PCG's first M^-1 r is inside the first batch).
   const Communicator* ranks = reductions_.communicator();
   return (!ranks || (ranks->capturable() && !ranks->timing() && !timer_.enabled())) &&
          (options_.graph == Switch::on || (options_.graph == Switch::automatic && !timer_.enabled()));

@@ -142,7 +142,8 @@ struct PolynomialSteps {
   static PolynomialSteps jacobi_sweeps(int sweeps);
   int size() const { return static_cast<int>(c1.size()); }
 };
-// x = q(S A) S b (x_is_zero: x is written, not read) or x += q(S A) S (b - A x). res, d: n x k workspaces;
+// x = q(S A) S b (x_is_zero: x is written, not read) or x += q(S A) S (b - A x). res, d: n x k workspaces (res is
+// not the returned x's residual; where A reads the residual in place, one step from x = 0 leaves it unwritten);
 // d_next (n, or null): a second d, where A fuses a step into its product (FusedSmoothing, k = 1) the steps after
 // the first run so, alternating d and d_next, with the same bits as apart. Enqueues only (capturable).
 void apply_polynomial(const LinearOperator& A, const double* scale, const PolynomialSteps& steps, const double* b,

@@ -1039,6 +1039,29 @@ TEST_F(GpuRanks, MixedRestartsOnRanksKeepCountingAndStagnate) {
   }
 }
 
+// The general PCG's restarts over the ranks (Chebyshev, FP64): a (re)start is the true residual with P = 0 and its
+// sums over the ranks (MultiCgStep::restart), M first applied by the iteration after it. At rtol 1e-18 each claim
+// of the recursive residual is rejected by b - A x, which stays at its rounding floor: the column ends stagnated
+// after RestartRule's restarts, never converged, below the limit, x at the floor, on 1 and 3 ranks alike.
+TEST_F(GpuRanks, GeneralPcgRestartsOnRanksAndStagnatesAtTheFloor) {
+  const CsrMatrix a = generate("poisson3d:40");
+  const DenseBlock b = make_rhs("random", a.rows, 1, 7);
+  SolverOptions o = options_for(SolverKind::cg, Preconditioner::chebyshev, 1);
+  o.iteration.stop.rtol = 1e-18, o.iteration.stop.max_iterations = 3000;
+  for (const int size : {1, 3}) {
+    const std::string what = std::to_string(size) + " ranks";
+    const RanksOutcome got = solve_on_ranks(a, size, o, 1, 7);
+    const ColumnResult& c = got.rank0.columns[0];
+    EXPECT_EQ(c.status, ColumnStatus::stagnated) << what << ": " << to_string(c.status);
+    EXPECT_GE(got.rank0.residual_replacements, IterationEngine::RestartRule::unproductive_limit) << what;
+    EXPECT_LT(c.iterations, 3000) << what;
+    for (double v : got.x.data) ASSERT_TRUE(std::isfinite(v)) << what;
+    // the restarts kept x where FP64 puts it: within a few roundings of the residual's floor
+    const double rel = relative_residuals(a, got.x, b)[0], floor = residual_rounding(a, got.x, b)[0] / c.b_norm;
+    EXPECT_LE(rel, 20 * floor + 1e-14) << what << ": true residual " << rel << ", rounding " << floor;
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -744,6 +744,68 @@ TEST_F(GpuPrecond, ResidualReadInPlaceIsTheCopyAndTheProductBitForBit) {
   }
 }
 
+// An operator that runs its kernel's products and fused steps but declines to read a residual in place: the path
+// apply_polynomial and the V-cycle take with every kernel that does not (the copy of b into res).
+class DeclinesResidualInPlace final : public LinearOperator, public FusedSmoothing {
+ public:
+  explicit DeclinesResidualInPlace(const LinearOperator& a) : LinearOperator(a.rows(), a.cols(), a.nnz()), a_(a) {}
+  std::string name() const override { return a_.name() + " (residual copied)"; }
+  double bytes_per_apply(int k) const override { return a_.bytes_per_apply(k); }
+  bool smoothing_step(const double* d_in, double* d_out, double* res, const double* res_in, double* x,
+                      const double* scale, double c1, double c2, cudaStream_t s, const uint8_t* rows_apart) const override {
+    return !res_in && spcg::smoothing_step(a_, d_in, d_out, res, nullptr, x, scale, c1, c2, s, rows_apart);
+  }
+
+ protected:
+  void apply_impl(double alpha, const double* x, double beta, double* y, int k, cudaStream_t s) const override {
+    a_.apply(alpha, x, beta, y, k, s);
+  }
+
+ private:
+  const LinearOperator& a_;
+};
+
+// apply_polynomial where the operator reads the residual in place (no copy of b; from x = 0 the first steps read b)
+// gives the bits of the copying path, the same kernel declining: Chebyshev of degree 1-3, from x = 0 and from a
+// given x, its steps fused or apart, dia and dia-f32 on the row sweep and the plane march; x NaN-poisoned where
+// x = 0 is written, not read.
+TEST_F(GpuPrecond, PolynomialReadingTheResidualInPlaceIsTheCopyingPathBitForBit) {
+  for (const std::string spec : {"poisson3d:33", "poisson3d27:40"}) {
+    const CsrMatrix a = generate(spec);
+    const size_t n = static_cast<size_t>(a.rows);
+    const MatrixSetup setup(a);
+    const DenseBlock hb = random_block(a.rows, 1, 41), hx = random_block(a.rows, 1, 42);
+    std::vector<double> hscale(n);
+    for (size_t i = 0; i < n; ++i) hscale[i] = 1.0 / a.values[static_cast<size_t>(a.row_ptr[i])] * (0.9 + 0.01 * double(i % 5));
+    const DeviceArray<double> b(hb.data), scale(hscale);
+    const std::vector<double> nan(n, std::numeric_limits<double>::quiet_NaN());
+    for (const char* kernel : {"dia", "dia-f32"}) {
+      const auto op = make_operator(kernel, setup);
+      const DeclinesResidualInPlace copying(*op);
+      ASSERT_TRUE(reads_residual_in_place(*op)) << spec << " " << kernel;
+      ASSERT_FALSE(reads_residual_in_place(copying)) << spec << " " << kernel;
+      for (const int degree : {1, 2, 3})
+        for (const bool x_is_zero : {true, false})
+          for (const bool fused : {true, false}) {
+            const std::string what = spec + " " + kernel + " degree " + std::to_string(degree) +
+                                     (x_is_zero ? " from 0" : " from x") + (fused ? " fused" : " apart");
+            const PolynomialSteps steps = PolynomialSteps::chebyshev(0.05, 2.0, degree);
+            std::vector<double> out[2];
+            for (const bool in_place : {true, false}) {
+              const std::vector<double> x_in = x_is_zero ? nan : std::vector<double>(hx.data.begin(), hx.data.end());
+              DeviceArray<double> x(x_in), res(nan), d(nan), d_next(nan);
+              apply_polynomial(in_place ? static_cast<const LinearOperator&>(*op) : copying, scale.data(), steps, b.data(),
+                               x.data(), x_is_zero, res.data(), d.data(), 1, 0, fused ? d_next.data() : nullptr);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+              out[in_place ? 0 : 1] = x.download();
+            }
+            EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), n * sizeof(double)), 0) << what;
+            EXPECT_FALSE(std::isnan(out[0][n / 2])) << what << ": x not written";
+          }
+    }
+  }
+}
+
 // The copy AMG offers the iteration (HoldsFp32Copy): its product is the solver's bit for bit where every value is
 // an FP32 number (27- and 7-point stencils, each in the row sweep's or the plane march's order), and cg on it with
 // the FP64 true residual beside it converges like cg on the FP64 product: the iterations within one (the dot fused
@@ -840,7 +902,57 @@ TEST_F(GpuPrecond, PcgAppliesThePreconditionerOnceAnIterationAndNeverForARestart
       DenseBlock x(a.rows, 1);
       x.data = X.values.download<HostVector<double>>();
       expect_true_residual(a, rhs, x, so.stop.rtol, what);
+      if (on_copy) continue;
+      // the textbook order (the Thrust reference: M after x and r, p = z at the start) takes the same iterations
+      DeviceBlock Xt(a.rows, 1);
+      Xt.values.upload(HostVector<double>(a.rows, 0.0));
+      SolveOptions to = so;
+      to.vector_ops = VectorOps::thrust;
+      const SolveResult t = solve_cg(*b.op, b.m.get(), B, Xt, to);
+      ASSERT_TRUE(t.all_converged()) << what << " (thrust)";
+      EXPECT_LE(std::abs(t.columns[0].iterations - r.columns[0].iterations), 1)
+          << what << ": thrust " << t.columns[0].iterations << ", fused " << r.columns[0].iterations;
     }
+  }
+}
+
+// M not positive definite (here -I) stops the general PCG at its first r'z, before any step: precond_not_positive,
+// no iteration, x as it came in, for one column (cg) and two (multi-cg).
+TEST_F(GpuPrecond, PcgStopsAtTheFirstNonPositiveRz) {
+  class NegatedIdentity final : public PreconditionerOp {
+   public:
+    explicit NegatedIdentity(const LinearOperator& identity) : PreconditionerOp(identity.rows()), identity_(identity) {}
+    void apply(const double* R, double* Z, int k, cudaStream_t s) const override { identity_.apply(-1.0, R, 0.0, Z, k, s); }
+    double bytes_per_apply(int k) const override { return identity_.bytes_per_apply(k); }
+
+   private:
+    const LinearOperator& identity_;
+  };
+  const CsrMatrix a = generate("poisson3d:20");
+  CsrMatrix eye;
+  eye.rows = eye.cols = a.rows;
+  for (int32_t i = 0; i <= a.rows; ++i) eye.row_ptr.push_back(i);
+  for (int32_t i = 0; i < a.rows; ++i) eye.col_idx.push_back(i), eye.values.push_back(1.0);
+  const MatrixSetup setup(a), eye_setup(eye);
+  const auto op = make_operator("dia", setup);
+  const auto eye_op = make_operator("csr-vector", eye_setup);
+  const NegatedIdentity minus_identity(*eye_op);
+  for (const int k : {1, 2}) {
+    const std::string what = std::to_string(k) + " column(s)";
+    const DenseBlock rhs = random_block(a.rows, k, 23), x0 = random_block(a.rows, k, 24);
+    DeviceBlock B(a.rows, k), X(a.rows, k);
+    B.values.upload(rhs.data);
+    X.values.upload(x0.data);
+    SolveOptions so;
+    so.stop = {1e-8, 0, 100};
+    const SolveResult r = k == 1 ? solve_cg(*op, &minus_identity, B, X, so) : solve_multi_cg(*op, &minus_identity, B, X, so);
+    ASSERT_EQ(r.columns.size(), static_cast<size_t>(k)) << what;
+    for (const ColumnResult& c : r.columns) {
+      EXPECT_EQ(c.status, ColumnStatus::precond_not_positive) << what << ": " << to_string(c.status);
+      EXPECT_EQ(c.iterations, 0) << what;
+    }
+    const auto x = X.values.download<HostVector<double>>();
+    EXPECT_EQ(std::memcmp(x.data(), x0.data.data(), x0.data.size() * sizeof(double)), 0) << what << ": x moved";
   }
 }
 

@@ -34,7 +34,7 @@ __device__ bool column_step(const CgScalars& c, double* alpha) {
 // The general PCG's r'z: beta = rz_new / rz, or the column stops when r'M^-1 r <= 0 (M not positive definite).
 __device__ void rz_column(CgScalars* c, double rz) {
   if (c->done) return;
-  if (!(rz > 0)) {
+  if (!(rz > 0) || !isfinite(rz)) {  // (an infinite r'z would make beta infinite, and p = z + beta 0 NaN)
     c->status = isfinite(rz) ? kPrecondNotPositive : kNonFinite;
     c->done = 1;
     return;

@@ -55,8 +55,8 @@ void launch_multi_cg_pq(int64_t n, int k, const double* p, const double* q, CgSc
 void launch_multi_cg_update_xr(int64_t n, int k, double* x, double* r, const double* p, const double* q,
                                const double* dinv, double* z, CgScalars* s, const ReductionWorkspace& ws,
                                cudaStream_t stream, double* rank_sums = nullptr);
-// The steps whose totals cross the ranks: multi-cg's (start, pq, update-xr) and the general PCG's (its start with z
-// given, its update-xr that keeps rz, its r'z).
+// The steps whose totals cross the ranks: multi-cg's (start, pq, update-xr) and the general PCG's (cg's start, its
+// update-xr that keeps rz, its r'z).
 // restart: start's totals from a true residual put back mid-solve (the iteration count kept).
 enum class MultiCgStep { start = 0, pq = 1, update_xr = 2, pcg_update_xr = 3, pcg_rz = 4, restart = 5 };
 // Totals a step's kernel writes per column on several GPUs: p'q and r'z one; rr and rz two.

@@ -212,7 +212,7 @@ class Dia final : public SpmvOperator, public FusedDotProduct, public FusedSmoot
   // res = b - A x: the smoothing epilogue's residual alone (no d_out), b read in res's place
   bool reads_residual_in_place() const override { return true; }
   bool residual_step(const double* b, const double* x, double* res, cudaStream_t s) const override {
-    if (rows_ != cols_ || b == res) return false;
+    if (rows_ != cols_ || b == res || x == res) return false;  // (x is read at other rows than the one res is written at)
     SmoothingEpilogue e;
     e.res = res, e.res_in = b;
     launch<false, true>(x, 1, -1.0, 1.0, res, s, DotSink{}, e);
