@@ -931,7 +931,7 @@ TEST_F(GpuPrecond, PcgStopsAtTheFirstNonPositiveRz) {
   const CsrMatrix a = generate("poisson3d:20");
   CsrMatrix eye;
   eye.rows = eye.cols = a.rows;
-  for (int32_t i = 0; i <= a.rows; ++i) eye.row_ptr.push_back(i);
+  for (int32_t i = 1; i <= a.rows; ++i) eye.row_ptr.push_back(i);  // (row_ptr starts as {0})
   for (int32_t i = 0; i < a.rows; ++i) eye.col_idx.push_back(i), eye.values.push_back(1.0);
   const MatrixSetup setup(a), eye_setup(eye);
   const auto op = make_operator("dia", setup);
